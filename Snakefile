@@ -1,0 +1,25 @@
+# SGEMM optimisation lab: build, verify, time and report every kernel of the ladder against cuBLAS.
+#   snakemake --cores 1                  everything (needs an NVIDIA GPU)
+#   snakemake -n                         what would run (no GPU needed)
+# The kernel list lives in config/config.yaml; no rule names a kernel.
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/environment.smk"
+include: "workflow/rules/build.smk"
+include: "workflow/rules/check.smk"
+include: "workflow/rules/bench.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        final_outputs(),

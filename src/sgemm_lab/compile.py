@@ -1,0 +1,146 @@
+"""Compile flags (one function for every build path) and the offline nvcc compile check.
+
+The GPU build (``build.py``) and the CPU-only compile check used by CI both take their flags from
+``compile_options`` so that CI compiles exactly what the pipeline runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import KERNEL_DIR, KernelSpec
+from .errors import CompileError
+
+
+def compile_options(spec: KernelSpec) -> list[str]:
+    """nvcc flags for ``spec`` except the target architecture (PyCUDA adds ``-arch`` itself)."""
+    return [
+        "-O3",
+        "-lineinfo",
+        "-std=c++17",
+        f"-I{KERNEL_DIR}",
+        *(f"-D{name}={value}" for name, value in sorted(spec.params.items())),
+    ]
+
+
+def source_text(spec: KernelSpec) -> str:
+    try:
+        return spec.source_path.read_text()
+    except FileNotFoundError:
+        raise CompileError(f"kernel {spec.id}: source {spec.source_path} not found") from None
+
+
+def source_hash(spec: KernelSpec) -> str:
+    """sha256 of the kernel source: identifies exactly which code produced a result."""
+    return hashlib.sha256(source_text(spec).encode()).hexdigest()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resources:
+    """Per-function resource use as reported by ptxas (bytes are per thread unless noted)."""
+
+    function: str
+    registers: int
+    stack_bytes: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+    shared_bytes: int  # static shared memory per block
+
+    @property
+    def local_bytes(self) -> int:
+        return max(self.stack_bytes, self.spill_store_bytes, self.spill_load_bytes)
+
+
+def _int_before(words: list[str], unit: str) -> int:
+    """The integer just before ``unit`` in a ptxas info line's words (0 when absent)."""
+    for i, w in enumerate(words[1:], start=1):
+        if w.rstrip(",") == unit and words[i - 1].isdigit():
+            return int(words[i - 1])
+    return 0
+
+
+def parse_ptxas_info(text: str) -> dict[str, Resources]:
+    """Read ``ptxas -v`` (``--resource-usage``) output into one record per entry function."""
+    out: dict[str, dict] = {}
+    current = None
+    for raw in text.splitlines():
+        line = raw.replace("ptxas info    :", "").strip()
+        if line.startswith("Compiling entry function"):
+            current = line.split("'")[1]
+            out[current] = dict(registers=0, stack_bytes=0, spill_store_bytes=0, spill_load_bytes=0, shared_bytes=0)
+        elif current is None:
+            continue
+        elif "stack frame" in line:
+            parts = [p.strip().split() for p in line.split(",")]
+            for words in parts:
+                if words[1:3] == ["bytes", "stack"]:
+                    out[current]["stack_bytes"] = int(words[0])
+                elif words[1:4] == ["bytes", "spill", "stores"]:
+                    out[current]["spill_store_bytes"] = int(words[0])
+                elif words[1:4] == ["bytes", "spill", "loads"]:
+                    out[current]["spill_load_bytes"] = int(words[0])
+        elif line.startswith("Used "):
+            words = line.replace(",", " ,").split()
+            out[current]["registers"] = _int_before(words, "registers")
+            # "... 8192 bytes smem ..." is static shared memory per block
+            for i, w in enumerate(words):
+                if w == "smem" and i >= 2 and words[i - 1] == "bytes":
+                    out[current]["shared_bytes"] = int(words[i - 2])
+    return {name: Resources(function=name, **vals) for name, vals in out.items()}
+
+
+def nvcc_compile(spec: KernelSpec, arch: str, workdir: Path, nvcc: str = "nvcc") -> tuple[Resources, str]:
+    """Compile ``spec`` to a cubin with the harness's flags; return its entry's resources and the log."""
+    exe = shutil.which(nvcc)
+    if exe is None:
+        raise CompileError(f"kernel {spec.id}: nvcc not found on PATH")
+    source_text(spec)  # a missing source fails with the kernel's name, not nvcc's message
+    cubin = workdir / f"{spec.id}.cubin"
+    cmd = [exe, "-cubin", f"-arch={arch}", "--resource-usage", *compile_options(spec),
+           "-o", str(cubin), str(spec.source_path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    log = " ".join(cmd) + "\n" + proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr.strip()[:200])
+        raise CompileError(f"kernel {spec.id}: nvcc failed: {first.strip()}", log)
+    info = parse_ptxas_info(proc.stdout + proc.stderr)
+    if spec.entry not in info:
+        found = ", ".join(info) or "none"
+        raise CompileError(f"kernel {spec.id}: entry '{spec.entry}' not in {spec.source} (found: {found})", log)
+    return info[spec.entry], log
+
+
+def check_resources(spec: KernelSpec, res: Resources) -> None:
+    if res.local_bytes > spec.max_local_bytes:
+        raise CompileError(
+            f"kernel {spec.id}: {res.local_bytes} bytes of local memory per thread "
+            f"(stack {res.stack_bytes}, spill stores {res.spill_store_bytes}, loads {res.spill_load_bytes}); "
+            f"config allows {spec.max_local_bytes}"
+        )
+
+
+def compile_check(specs, arch: str, log_dir: Path) -> list[tuple[KernelSpec, Resources | None, str | None]]:
+    """Compile every kernel offline; return (spec, resources, error-or-None) per kernel.
+
+    Each kernel's full nvcc output is kept in ``log_dir/<id>.log`` whether it compiled or not.
+    """
+    log_dir.mkdir(parents=True, exist_ok=True)
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for spec in specs:
+            log_path = log_dir / f"{spec.id}.log"
+            try:
+                res, log = nvcc_compile(spec, arch, Path(tmp))
+                log_path.write_text(log)
+                check_resources(spec, res)
+                results.append((spec, res, None))
+            except CompileError as exc:
+                if len(exc.args) > 1:
+                    log_path.write_text(exc.args[1])
+                results.append((spec, None, f"{exc.args[0]} (log: {log_path})"))
+    return results

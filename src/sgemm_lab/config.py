@@ -1,0 +1,223 @@
+"""Configuration: JSON-schema validation with defaults, then frozen records.
+
+The schema (``workflow/schemas/config.schema.yaml``) is the single source of defaults; this module
+fills them in, checks what a schema cannot (unique ids, sources that exist) and turns the dict into
+immutable dataclasses that the rest of the package uses.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import jsonschema
+import yaml
+
+from .errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_PATH = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+KERNEL_DIR = ROOT / "kernels"
+BASELINES = ("cublas",)
+
+
+@dataclass(frozen=True, kw_only=True, order=True)
+class Shape:
+    m: int
+    n: int
+    k: int
+
+    def __str__(self) -> str:
+        return f"{self.m}x{self.n}x{self.k}"
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+    @classmethod
+    def of(cls, mnk: "Shape | tuple[int, int, int] | list[int]") -> "Shape":
+        if isinstance(mnk, Shape):
+            return mnk
+        m, n, k = mnk
+        return cls(m=int(m), n=int(n), k=int(k))
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelSpec:
+    id: str
+    source: str
+    entry: str
+    title: str
+    geometry: str
+    params: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    shapes: str = "tile_multiple"
+    max_local_bytes: int = 0
+    explain: str = ""
+
+    @property
+    def source_path(self) -> Path:
+        return KERNEL_DIR / self.source
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckSettings:
+    shapes: tuple[Shape, ...]
+    alpha: float
+    beta: float
+    tolerance_factor: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchSettings:
+    shapes: tuple[Shape, ...]
+    warmup_ms: float
+    target_ms: float
+    min_reps: int
+    max_reps: int
+    l2_policy: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class LabConfig:
+    run: str
+    seed: int | None
+    arch: str
+    check: CheckSettings
+    bench: BenchSettings
+    cublas: bool
+    kernels: tuple[KernelSpec, ...]
+
+    def kernel(self, kernel_id: str) -> KernelSpec:
+        for spec in self.kernels:
+            if spec.id == kernel_id:
+                return spec
+        known = ", ".join(k.id for k in self.kernels)
+        raise ConfigError(f"unknown kernel id '{kernel_id}' (configured: {known})")
+
+    @property
+    def implementations(self) -> tuple[str, ...]:
+        """Every timed implementation: the configured kernels, then the library baseline."""
+        return tuple(k.id for k in self.kernels) + (("cublas",) if self.cublas else ())
+
+
+def load_schema() -> dict:
+    with open(SCHEMA_PATH) as fh:
+        return yaml.safe_load(fh)
+
+
+def _with_defaults(validator_class):
+    """Extend a jsonschema validator so that validation also fills ``default`` values."""
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if "default" in sub and name not in instance:
+                    instance[name] = copy.deepcopy(sub["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+_Validator = _with_defaults(jsonschema.Draft202012Validator)
+
+
+def _where(error: jsonschema.ValidationError) -> str:
+    parts = []
+    for p in error.absolute_path:
+        parts.append(f"[{p}]" if isinstance(p, int) else (f".{p}" if parts else str(p)))
+    return "".join(parts) or "<top level>"
+
+
+def validate(raw: Mapping[str, Any], *, source: str = "config") -> dict:
+    """Return a validated copy of ``raw`` with every schema default filled in.
+
+    Raises ConfigError with one line naming the offending key and the file.
+    """
+    cfg = copy.deepcopy(dict(raw))
+    errors = sorted(_Validator(load_schema()).iter_errors(cfg), key=lambda e: list(e.absolute_path))
+    if errors:
+        err = errors[0]
+        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ConfigError(f"{source}: {_where(err)}: {err.message}{more}")
+    ids = [k["id"] for k in cfg["kernels"]]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise ConfigError(f"{source}: kernels: duplicate id(s) {', '.join(dupes)}")
+    clash = sorted(set(ids) & set(BASELINES))
+    if clash:
+        raise ConfigError(f"{source}: kernels: id(s) {', '.join(clash)} are reserved for baselines")
+    for i, k in enumerate(cfg["kernels"]):
+        if not (KERNEL_DIR / k["source"]).is_file():
+            raise ConfigError(
+                f"{source}: kernels[{i}] ({k['id']}): source file kernels/{k['source']} does not exist"
+            )
+    return cfg
+
+
+def from_dict(raw: Mapping[str, Any], *, source: str = "config") -> LabConfig:
+    cfg = validate(raw, source=source)
+    # imported here to keep geometry free of config-loading concerns
+    from .geometry import check_params
+
+    kernels = []
+    for k in cfg["kernels"]:
+        spec = KernelSpec(
+            id=k["id"],
+            source=k["source"],
+            entry=k["entry"],
+            title=k["title"],
+            geometry=k["geometry"],
+            params=MappingProxyType(dict(k["params"])),
+            shapes=k["shapes"],
+            max_local_bytes=k["max_local_bytes"],
+            explain=k["explain"].strip(),
+        )
+        try:
+            check_params(spec)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+        kernels.append(spec)
+    bench = cfg["bench"]
+    shapes = [Shape(m=s, n=s, k=s) for s in bench["square"]] + [Shape.of(s) for s in bench["shapes"]]
+    check = cfg["check"]
+    return LabConfig(
+        run=cfg["run"],
+        seed=cfg["seed"],
+        arch=cfg["arch"],
+        check=CheckSettings(
+            shapes=tuple(dict.fromkeys(Shape.of(s) for s in check["shapes"])),
+            alpha=float(check["alpha"]),
+            beta=float(check["beta"]),
+            tolerance_factor=float(check["tolerance_factor"]),
+        ),
+        bench=BenchSettings(
+            shapes=tuple(dict.fromkeys(shapes)),
+            warmup_ms=float(bench["warmup_ms"]),
+            target_ms=float(bench["target_ms"]),
+            min_reps=int(bench["min_reps"]),
+            max_reps=max(int(bench["max_reps"]), int(bench["min_reps"])),
+            l2_policy=bench["l2_policy"],
+        ),
+        cublas=bool(cfg["baseline"]["cublas"]),
+        kernels=tuple(kernels),
+    )
+
+
+def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> LabConfig:
+    """Read a YAML config file (plus optional top-level overrides) into a LabConfig."""
+    path = Path(path)
+    try:
+        with open(path) as fh:
+            raw = yaml.safe_load(fh) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping")
+    raw.update(overrides or {})
+    return from_dict(raw, source=str(path))

@@ -1,0 +1,82 @@
+"""Environment record: what hardware and software produced a set of results."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict
+from importlib import metadata
+
+from .config import ROOT
+
+
+def _run(cmd: list[str]) -> str | None:
+    exe = shutil.which(cmd[0])
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, *cmd[1:]], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    except (subprocess.SubprocessError, OSError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _last_line(text: str | None) -> str | None:
+    return text.splitlines()[-1].strip() if text else None
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def software() -> dict:
+    """Versions that need no GPU: Python packages, nvcc, ncu, git commit, date."""
+    status = _run(["git", "status", "--porcelain", "--untracked-files=no"])
+    return {
+        "captured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": _run(["git", "rev-parse", "HEAD"]),
+        "git_dirty": bool(status) if status is not None else None,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu": platform.processor() or platform.machine(),
+        "nvcc": _last_line(_run(["nvcc", "--version"])),
+        "ncu": _last_line(_run(["ncu", "--version"])),
+        "packages": {d: _version(d) for d in
+                     ("pycuda", "nvmath-python", "numpy", "pandas", "seaborn", "matplotlib", "snakemake")},
+    }
+
+
+def capture() -> dict:
+    """Full record, GPU included (needs a CUDA device)."""
+    from . import gpu
+
+    cuda = gpu.driver()
+    dev = gpu.device_info()
+    drv = cuda.get_driver_version()
+    smi = _run(["nvidia-smi", f"--id={dev.pci_bus_id}", "--query-gpu=driver_version,clocks.max.sm,power.limit",
+                "--format=csv,noheader,nounits"])
+    driver_version, max_sm_clock, power_limit = (smi.split(", ") + [None] * 3)[:3] if smi else (None, None, None)
+    stream = cuda.Stream()
+    blas = gpu.CublasLauncher(stream)
+    try:
+        cublas_version, math_mode = blas.version, blas.math_mode
+    finally:
+        blas.close()
+    rec = software()
+    rec.update({
+        "gpu": asdict(dev),
+        "driver_version": driver_version,
+        "cuda_driver_api": f"{drv // 1000}.{drv % 1000 // 10}",
+        "cuda_toolkit_pycuda": ".".join(map(str, cuda.get_version())),
+        "cublas": cublas_version,
+        "cublas_math_mode": math_mode,
+        "max_sm_clock_mhz": max_sm_clock,
+        "power_limit_w": power_limit,
+    })
+    return rec

@@ -1,0 +1,311 @@
+"""The GPU side: device discovery, kernel builds and launchers, timing. Imports PyCUDA lazily.
+
+Layers (as in the Triton matmul tutorial): the CUDA kernel; a launcher that checks the shape,
+derives the launch from the kernel's config and launches; callers (check, bench) that only use
+launchers, so a kernel and cuBLAS are driven by the same code.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import numpy as np
+
+from . import geometry
+from .compile import compile_options, source_text
+from .config import KERNEL_DIR, KernelSpec, Shape
+from .errors import CompileError, LabError, NoGPUError
+from .stats import TimingStats, reps_for, summarize
+
+_cuda = None
+
+
+def driver():
+    """pycuda.driver with the primary context of the first visible device current, or NoGPUError."""
+    global _cuda
+    if _cuda is not None:
+        return _cuda
+    try:
+        import pycuda.driver as cuda
+    except ImportError as exc:
+        raise NoGPUError(
+            f"no CUDA device: PyCUDA cannot be loaded ({exc}); GPU rules need an NVIDIA GPU, "
+            "its driver and the packages in env/pipeline.txt"
+        ) from None
+    try:
+        cuda.init()
+        count = cuda.Device.count()
+    except cuda.Error as exc:
+        raise NoGPUError(f"no CUDA device: the CUDA driver reports '{exc}'") from None
+    if count == 0:
+        raise NoGPUError("no CUDA device: the CUDA driver sees no GPU")
+    import pycuda.autoprimaryctx  # noqa: F401  retains the primary context (shared with cuBLAS)
+
+    _cuda = cuda
+    return cuda
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeviceInfo:
+    name: str
+    arch: str
+    compute_capability: str
+    multiprocessors: int
+    l2_bytes: int
+    global_mem_bytes: int
+    max_threads_per_block: int
+    max_shared_per_block: int        # default (static + dynamic) limit
+    max_shared_per_block_optin: int  # with cudaFuncAttributeMaxDynamicSharedMemorySize raised
+    max_registers_per_block: int
+    pci_bus_id: str
+
+
+def device_info() -> DeviceInfo:
+    cuda = driver()
+    dev = cuda.Context.get_device()
+    a = cuda.device_attribute
+    major, minor = dev.compute_capability()
+    return DeviceInfo(
+        name=dev.name(),
+        arch=f"sm_{major}{minor}",
+        compute_capability=f"{major}.{minor}",
+        multiprocessors=dev.get_attribute(a.MULTIPROCESSOR_COUNT),
+        l2_bytes=dev.get_attribute(a.L2_CACHE_SIZE),
+        global_mem_bytes=dev.total_memory(),
+        max_threads_per_block=dev.get_attribute(a.MAX_THREADS_PER_BLOCK),
+        max_shared_per_block=dev.get_attribute(a.MAX_SHARED_MEMORY_PER_BLOCK),
+        max_shared_per_block_optin=dev.get_attribute(a.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+        max_registers_per_block=dev.get_attribute(a.MAX_REGISTERS_PER_BLOCK),
+        pci_bus_id=dev.pci_bus_id(),
+    )
+
+
+def sm_clock_mhz(pci_bus_id: str) -> int | None:
+    """Current SM clock from nvidia-smi (None when it is unavailable)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, f"--id={pci_bus_id}", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10)
+        return int(out.stdout.strip().splitlines()[0])
+    except (subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+# --------------------------------------------------------------------------------------- build
+@dataclass(frozen=True, kw_only=True)
+class BuildRecord:
+    kernel: str
+    entry: str
+    arch: str
+    options: list
+    registers: int
+    shared_static_bytes: int
+    local_bytes: int
+    max_threads_per_block: int
+    compile_s: float
+
+
+def compile_cubin(spec: KernelSpec, arch: str) -> bytes:
+    """Compile with PyCUDA's compiler (the same call SourceModule makes) and return the cubin."""
+    driver()
+    from pycuda.compiler import compile as pycuda_compile
+    import pycuda.driver as cuda
+
+    try:
+        return pycuda_compile(source_text(spec), options=compile_options(spec), arch=arch,
+                              no_extern_c=True, include_dirs=[str(KERNEL_DIR)])
+    except cuda.CompileError as exc:
+        log = f"{exc}\n--- stdout ---\n{exc.stdout or ''}\n--- stderr ---\n{exc.stderr or ''}"
+        first = next((ln.strip() for ln in (exc.stderr or "").splitlines() if "error" in ln), "see log")
+        raise CompileError(f"kernel {spec.id}: nvcc failed: {first}", log) from None
+
+
+class KernelLauncher:
+    """Launches one configured kernel: checks the shape, derives the launch, launches."""
+
+    def __init__(self, spec: KernelSpec, cubin: bytes):
+        cuda = driver()
+        self.spec = spec
+        self.module = cuda.module_from_buffer(cubin)
+        try:
+            self.func = self.module.get_function(spec.entry)
+        except cuda.LogicError:
+            raise CompileError(f"kernel {spec.id}: entry '{spec.entry}' not found in {spec.source}") from None
+        self.func.prepare("iiifPPfP")
+
+    def resources(self, arch: str, compile_s: float) -> BuildRecord:
+        f = self.func
+        return BuildRecord(kernel=self.spec.id, entry=self.spec.entry, arch=arch,
+                           options=compile_options(self.spec), registers=f.num_regs,
+                           shared_static_bytes=f.shared_size_bytes, local_bytes=f.local_size_bytes,
+                           max_threads_per_block=f.max_threads_per_block, compile_s=compile_s)
+
+    def check_launchable(self, dev: DeviceInfo) -> None:
+        """Fail with the kernel's name if the compiled kernel cannot launch its configured block."""
+        threads = geometry.threads_per_block(self.spec)
+        if threads > self.func.max_threads_per_block:
+            raise CompileError(
+                f"kernel {self.spec.id}: {threads} threads per block but the build allows "
+                f"{self.func.max_threads_per_block} ({self.func.num_regs} registers per thread)")
+        if self.func.shared_size_bytes > dev.max_shared_per_block:
+            raise CompileError(f"kernel {self.spec.id}: {self.func.shared_size_bytes} B static shared memory "
+                               f"> {dev.max_shared_per_block} B per block on {dev.name}")
+
+    def __call__(self, shape: Shape, alpha: float, a, b, beta: float, c, stream) -> None:
+        launch = geometry.plan(self.spec, shape)  # ShapeError before anything runs
+        self.func.prepared_async_call(launch.grid, launch.block, stream,
+                                      shape.m, shape.n, shape.k, alpha, a, b, beta, c,
+                                      shared_size=launch.shared_bytes)
+
+
+class CublasLauncher:
+    """cuBLAS SGEMM in strict FP32 on row-major data (computes C^T = B^T A^T in column-major)."""
+
+    def __init__(self, stream):
+        driver()
+        from nvmath.bindings import cublas
+
+        if os.environ.get("NVIDIA_TF32_OVERRIDE", "") not in ("", "0"):
+            raise LabError("cuBLAS baseline: NVIDIA_TF32_OVERRIDE is set and would allow TF32; unset it")
+        self._cublas = cublas
+        self.handle = cublas.create()
+        cublas.set_stream(self.handle, stream.handle)
+        cublas.set_math_mode(self.handle, cublas.Math.DEFAULT_MATH)
+        mode = cublas.get_math_mode(self.handle)
+        fast = (cublas.Math.TENSOR_OP_MATH, cublas.Math.TF32_TENSOR_OP_MATH, cublas.Math.FP32_EMULATED_BF16X9_MATH)
+        if (mode & 0xF) in {int(m) for m in fast}:
+            raise LabError(f"cuBLAS baseline: math mode {mode} is not strict FP32")
+        self.math_mode = cublas.Math(mode & 0xF).name
+        self.version = cublas.get_version(self.handle)
+        self._alpha = np.zeros(1, np.float32)
+        self._beta = np.zeros(1, np.float32)
+
+    def __call__(self, shape: Shape, alpha: float, a, b, beta: float, c, stream) -> None:
+        cb = self._cublas
+        self._alpha[0], self._beta[0] = alpha, beta  # host pointer mode: read during the call
+        op_n = cb.Operation.N
+        cb.sgemm(self.handle, op_n, op_n, shape.n, shape.m, shape.k, self._alpha.ctypes.data,
+                 int(b), shape.n, int(a), shape.k, self._beta.ctypes.data, int(c), shape.n)
+
+    def close(self) -> None:
+        if self.handle:
+            self._cublas.destroy(self.handle)
+            self.handle = 0
+
+
+# ------------------------------------------------------------------------------------ buffers
+class Buffers:
+    """Device A, B, C for one shape, plus the L2-flush buffer shared by all shapes."""
+
+    def __init__(self, shape: Shape):
+        cuda = driver()
+        self.shape = shape
+        self.nbytes = 4 * (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n)
+        free, _total = cuda.mem_get_info()
+        if self.nbytes > free * 0.9:
+            raise LabError(f"{shape}: needs {self.nbytes / 2**30:.2f} GiB, only {free / 2**30:.2f} GiB free on the GPU")
+        self.a = cuda.mem_alloc(4 * shape.m * shape.k)
+        self.b = cuda.mem_alloc(4 * shape.k * shape.n)
+        self.c = cuda.mem_alloc(4 * shape.m * shape.n)
+
+    def upload(self, a: np.ndarray, b: np.ndarray, c: np.ndarray | None) -> None:
+        cuda = driver()
+        cuda.memcpy_htod(self.a, np.ascontiguousarray(a))
+        cuda.memcpy_htod(self.b, np.ascontiguousarray(b))
+        if c is not None:
+            cuda.memcpy_htod(self.c, np.ascontiguousarray(c))
+
+    def poison_c(self) -> None:
+        """Fill C with quiet NaNs: an element the kernel does not write stays NaN and fails the check."""
+        driver().memset_d32(self.c, 0x7FC00000, self.shape.m * self.shape.n)
+
+    def download_c(self) -> np.ndarray:
+        out = np.empty((self.shape.m, self.shape.n), np.float32)
+        driver().memcpy_dtoh(out, self.c)
+        return out
+
+    def free(self) -> None:
+        for buf in (self.a, self.b, self.c):
+            buf.free()
+
+
+class L2Flusher:
+    """Evicts L2 by overwriting a buffer twice its size (asynchronously, on the timing stream)."""
+
+    def __init__(self, l2_bytes: int):
+        cuda = driver()
+        self.words = max(2 * l2_bytes, 1 << 20) // 4
+        self.buf = cuda.mem_alloc(4 * self.words)
+
+    def __call__(self, stream) -> None:
+        driver().memset_d32_async(self.buf, 0, self.words, stream)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timing:
+    stats: TimingStats
+    warmup_s: float
+    warmup_launches: int
+    sm_clock_before_mhz: int | None
+    sm_clock_after_mhz: int | None
+
+    def as_row(self) -> dict:
+        row = {k: v for k, v in asdict(self.stats).items()}
+        row["iqr_ms"] = self.stats.iqr_ms
+        row.update(warmup_s=self.warmup_s, warmup_launches=self.warmup_launches,
+                   sm_clock_before_mhz=self.sm_clock_before_mhz, sm_clock_after_mhz=self.sm_clock_after_mhz)
+        return row
+
+
+def time_launches(run: Callable[[], None], stream, *, warmup_ms: float, target_ms: float,
+                  min_reps: int, max_reps: int, flush: Callable | None, pci_bus_id: str) -> Timing:
+    """Median-of-many CUDA-event timing of ``run`` (launches on ``stream``).
+
+    Warm-up is by wall time, not by count, so that the SM clock has ramped up from idle; then a
+    few timed launches estimate the cost and set the number of repetitions. ``flush`` (if given)
+    runs before every repetition, outside the events.
+    """
+    cuda = driver()
+
+    def once():
+        if flush is not None:
+            flush(stream)
+        run()
+
+    t0 = time.perf_counter()
+    launches = 0
+    while True:
+        for _ in range(4):
+            once()
+            launches += 1
+        stream.synchronize()
+        if time.perf_counter() - t0 >= warmup_ms / 1e3:
+            break
+    warmup_s = time.perf_counter() - t0
+
+    def timed(n: int) -> list[float]:
+        starts = [cuda.Event() for _ in range(n)]
+        ends = [cuda.Event() for _ in range(n)]
+        for s, e in zip(starts, ends):
+            if flush is not None:
+                flush(stream)
+            s.record(stream)
+            run()
+            e.record(stream)
+        ends[-1].synchronize()
+        return [e.time_since(s) for s, e in zip(starts, ends)]
+
+    estimate = float(np.median(timed(3)))
+    reps = reps_for(estimate, target_ms=target_ms, min_reps=min_reps, max_reps=max_reps)
+    clock_before = sm_clock_mhz(pci_bus_id)
+    times = timed(reps)
+    clock_after = sm_clock_mhz(pci_bus_id)
+    return Timing(stats=summarize(times), warmup_s=warmup_s, warmup_launches=launches,
+                  sm_clock_before_mhz=clock_before, sm_clock_after_mhz=clock_after)

@@ -1,0 +1,56 @@
+"""Result files: written atomically (temporary file + rename) so none is ever half-written."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+
+def _atomic_write(path: Path, write) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", newline="") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: Path, text: str) -> None:
+    _atomic_write(path, lambda fh: fh.write(text))
+
+
+def write_json(path: Path, data: Any) -> None:
+    _atomic_write(path, lambda fh: (json.dump(data, fh, indent=2, sort_keys=False, default=str), fh.write("\n")))
+
+
+def read_json(path: Path) -> Any:
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def write_csv(path: Path, frame: pd.DataFrame) -> None:
+    _atomic_write(path, lambda fh: frame.to_csv(fh, index=False, lineterminator="\n"))
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

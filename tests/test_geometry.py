@@ -1,0 +1,56 @@
+import pytest
+from conftest import kernel_entry
+
+from sgemm_lab import config as cfgmod
+from sgemm_lab import geometry
+from sgemm_lab.config import Shape
+from sgemm_lab.errors import ShapeError
+
+
+def spec(**over):
+    return cfgmod.from_dict({"kernels": [kernel_entry(**over)]}).kernels[0]
+
+
+def test_launch_of_every_configured_kernel_covers_c_exactly(lab):
+    shape = Shape(m=4096, n=2048, k=1024)
+    for k in lab.kernels:
+        launch = geometry.plan(k, shape)
+        assert launch.threads <= 1024
+        if k.geometry == "elementwise":
+            assert launch.blocks * launch.threads >= shape.m * shape.n > (launch.blocks - 1) * launch.threads
+        else:
+            bm, bn, _ = geometry.tile(k)
+            assert launch.grid == (shape.n // bn, shape.m // bm, 1)
+            p = k.params
+            assert launch.threads * p.get("TM", 1) * p.get("TN", 1) == bm * bn
+
+
+def test_block_tile_numbers():
+    s = spec()
+    launch = geometry.plan(s, Shape(m=128, n=256, k=64))
+    assert launch.block == (512, 1, 1) and launch.grid == (4, 2, 1)
+
+
+def test_elementwise_handles_any_shape():
+    s = spec(geometry="elementwise", params={"BLOCK": 256}, shapes="any")
+    launch = geometry.plan(s, Shape(m=1000, n=3, k=7))
+    assert launch.grid == (12, 1, 1) and launch.block == (256, 1, 1)
+
+
+def test_tile_multiple_rejects_non_multiples_with_reason():
+    s = spec()
+    reason = geometry.unsupported_reason(s, Shape(m=1000, n=64, k=12))
+    assert reason == "needs M, N, K multiples of 64, 64, 8 (M=1000, K=12 not)"
+    with pytest.raises(ShapeError) as err:
+        geometry.plan(s, Shape(m=1000, n=64, k=12))
+    assert str(err.value).startswith("kernel 99_test cannot run 1000x64x12: needs")
+
+
+def test_explicit_threads_parameter_wins():
+    s = spec(params={"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "THREADS": 128})
+    assert geometry.threads_per_block(s) == 128
+
+
+def test_grid_limits():
+    s = spec()
+    assert "grid limits" in geometry.unsupported_reason(s, Shape(m=64 * 70000, n=64, k=8))

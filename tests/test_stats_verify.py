@@ -1,0 +1,92 @@
+import math
+
+import numpy as np
+import pytest
+
+from sgemm_lab import stats, verify
+from sgemm_lab.config import Shape
+
+
+def test_summarize_known_values():
+    s = stats.summarize([4.0, 1.0, 3.0, 2.0, 100.0])
+    assert (s.reps, s.median_ms, s.min_ms, s.max_ms) == (5, 3.0, 1.0, 100.0)
+    assert (s.q1_ms, s.q3_ms, s.iqr_ms) == (2.0, 4.0, 2.0)
+
+
+@pytest.mark.parametrize("bad", [[], [1.0, float("nan")], [-1.0]])
+def test_summarize_rejects_bad_input(bad):
+    with pytest.raises(ValueError):
+        stats.summarize(bad)
+
+
+def test_tflops_and_reps():
+    assert stats.tflops(2 * 4096**3, 2.748779069) == pytest.approx(50.0, rel=1e-6)
+    assert stats.reps_for(2.0, target_ms=400, min_reps=10, max_reps=500) == 200
+    assert stats.reps_for(300.0, target_ms=400, min_reps=10, max_reps=500) == 10
+    assert stats.reps_for(0.001, target_ms=400, min_reps=10, max_reps=500) == 500
+
+
+def test_problem_inputs_are_fresh_and_never_zero():
+    a = verify.make_problem(Shape(m=64, n=48, k=32), alpha=1.5, beta=-0.5, seed=1)
+    b = verify.make_problem(Shape(m=64, n=48, k=32), alpha=1.5, beta=-0.5, seed=2)
+    assert a.a.dtype == np.float32 and a.a.shape == (64, 32) and a.b.shape == (32, 48) and a.c.shape == (64, 48)
+    assert np.count_nonzero(a.a) == a.a.size and (a.a < 0).any() and (a.a > 0).any()
+    assert not np.array_equal(a.a, b.a)
+
+
+def _problem(k=512, seed=0):
+    return verify.make_problem(Shape(m=96, n=80, k=k), alpha=1.25, beta=-0.75, seed=seed)
+
+
+def test_fp32_gemm_passes_and_reads_c():
+    p = _problem()
+    with_beta, zero = verify.references(p)
+    out = (np.float32(p.alpha) * (p.a @ p.b) + np.float32(p.beta) * p.c).astype(np.float32)
+    v = verify.compare(out, with_beta, verify.tolerance(p.shape.k, 10))
+    assert v.passed and v.rel_err < 1e-6 and v.reason == ""
+    # forgetting beta * C is caught
+    assert not verify.compare((np.float32(p.alpha) * (p.a @ p.b)).astype(np.float32), with_beta, v.tolerance).passed
+    # the classic bug: scaling beta * C by alpha
+    bug = (np.float32(p.alpha) * (p.a @ p.b + np.float32(p.beta) * p.c)).astype(np.float32)
+    assert not verify.compare(bug, with_beta, v.tolerance).passed
+    assert np.allclose(zero, p.alpha * (p.a.astype(np.float64) @ p.b.astype(np.float64)))
+
+
+def _to_tf32(x: np.ndarray) -> np.ndarray:
+    """Round float32 to TF32's 10-bit mantissa (round to nearest)."""
+    bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    bits = ((bits + 0x1000) & 0xFFFFE000).astype(np.uint32)
+    return bits.view(np.float32)
+
+
+@pytest.mark.parametrize("k", [256, 1024, 4096])
+def test_tf32_precision_fails_the_fp32_tolerance(k):
+    p = verify.make_problem(Shape(m=64, n=64, k=k), alpha=1.0, beta=0.0, seed=k)
+    _, ref = verify.references(p)
+    out = (_to_tf32(p.a).astype(np.float64) @ _to_tf32(p.b).astype(np.float64)).astype(np.float32)
+    v = verify.compare(out, ref, verify.tolerance(k, 10))
+    assert not v.passed and v.rel_err > 1e-4
+
+
+def test_nan_and_unwritten_outputs_fail():
+    p = _problem(k=64)
+    ref, _ = verify.references(p)
+    out = ref.astype(np.float32)
+    out[3, 7] = np.nan
+    v = verify.compare(out, ref, verify.tolerance(64, 10))
+    assert not v.passed and v.nonfinite == 1 and "1 NaN/Inf" in v.reason
+    allnan = np.full_like(out, np.nan)
+    v = verify.compare(allnan, ref, 1.0)
+    assert not v.passed and math.isnan(v.rel_err)
+    out[3, 7] = np.inf
+    assert not verify.compare(out, ref, 1.0).passed
+
+
+def test_tolerance_grows_with_sqrt_k():
+    assert verify.tolerance(4096, 10) == pytest.approx(10 * 2**-23 * 64)
+    assert verify.tolerance(4 * 4096, 10) == pytest.approx(2 * verify.tolerance(4096, 10))
+
+
+def test_compare_rejects_shape_mismatch():
+    with pytest.raises(ValueError):
+        verify.compare(np.zeros((2, 2), np.float32), np.zeros((2, 3)), 1.0)

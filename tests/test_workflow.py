@@ -1,0 +1,71 @@
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+WORKFLOW_FILES = [ROOT / "Snakefile", *sorted((ROOT / "workflow").rglob("*.smk")),
+                  *sorted((ROOT / "workflow" / "scripts").glob("*.py")), *sorted((ROOT / "src" / "sgemm_lab").glob("*.py"))]
+
+
+def test_no_rule_script_or_module_names_a_kernel(lab):
+    """The config's kernel list is the only place a kernel is named."""
+    names = set()
+    for k in lab.kernels:
+        names |= {k.id, k.entry, k.source, k.source.removesuffix(".cu")}
+    offenders = [f"{p.relative_to(ROOT)}: {n}" for p in WORKFLOW_FILES for n in names if n in p.read_text()]
+    assert not offenders
+
+
+def _snakemake(args, cwd):
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture
+def checkout(tmp_path) -> Path:
+    """A copy of the workflow in a temporary directory, so runs never touch the real results/."""
+    dst = tmp_path / "lab"
+    dst.mkdir()
+    for item in ("Snakefile", "workflow", "config", "kernels", "src", ".test", "env"):
+        src = ROOT / item
+        if src.is_dir():
+            shutil.copytree(src, dst / item, ignore=shutil.ignore_patterns("__pycache__", ".venv*"))
+        else:
+            shutil.copy(src, dst / item)
+    return dst
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pycuda") is not None, reason="PyCUDA present: a GPU may be too")
+def test_pipeline_without_gpu_stops_with_one_clear_line(checkout):
+    proc = _snakemake(["--cores", "1", "--configfile", ".test/config/config.yaml"], checkout)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    lines = [ln for ln in out.splitlines() if ln.startswith("sgemm-lab ")]
+    assert len(lines) == 1, out
+    assert lines[0].startswith("sgemm-lab environment: no CUDA device: ")
+    assert "(log: results/test/logs/environment.log)" in lines[0]
+    assert "Traceback" not in out
+    assert not (checkout / "results" / "test" / "environment.json").exists()
+    # the same line is in the log the message points to
+    assert "no CUDA device" in (checkout / "results" / "test" / "logs" / "environment.log").read_text()
+
+
+def test_dry_runs_list_every_kernel_and_baseline(checkout, lab):
+    proc = _snakemake(["-n", "--quiet", "rules"], checkout)
+    assert proc.returncode == 0, proc.stderr
+    proc = _snakemake(["-n", f"results/{lab.run}/check/{lab.kernels[-1].id}.json"], checkout)
+    assert proc.returncode == 0, proc.stderr
+    assert f"results/{lab.run}/build/{lab.kernels[-1].id}.cubin" in proc.stdout
+    assert f"results/{lab.run}/build/{lab.kernels[0].id}.cubin" not in proc.stdout  # one kernel only
+
+
+def test_invalid_config_is_reported_without_traceback(checkout):
+    (checkout / "bad.yaml").write_text("bench:\n  square: [0]\n")
+    proc = _snakemake(["-n", "--configfile", "bad.yaml"], checkout)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "invalid configuration: config: bench.square[0]: 0 is less than the minimum of 1" in out
+    assert "Traceback" not in out

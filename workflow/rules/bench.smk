@@ -1,0 +1,14 @@
+rule bench:
+    """Size sweep of one implementation: verify, then time every configured shape."""
+    input:
+        unpack(impl_inputs),
+    output:
+        f"{RESULTS}/bench/{{kernel}}.csv",
+    log:
+        f"{RESULTS}/logs/bench/{{kernel}}.log",
+    resources:
+        gpu=1,
+    conda:
+        "../../env/conda.yaml"
+    script:
+        "../scripts/bench.py"
