@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import platform
 import shutil
 import subprocess
@@ -37,10 +38,13 @@ def _version(dist: str) -> str | None:
 
 def software() -> dict:
     """Versions that need no GPU: Python packages, nvcc, ncu, git commit, date."""
-    status = _run(["git", "status", "--porcelain", "--untracked-files=no"])
+    commit = _run(["git", "rev-parse", "HEAD"])
+    status = _run(["git", "status", "--porcelain", "--untracked-files=no"]) if commit else None
+    if commit is None:  # a copy without git history (container build context, archive)
+        commit = os.environ.get("SGEMM_LAB_GIT_COMMIT") or None
     return {
         "captured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": _run(["git", "rev-parse", "HEAD"]),
+        "git_commit": commit,
         "git_dirty": bool(status) if status is not None else None,
         "python": sys.version.split()[0],
         "platform": platform.platform(),

@@ -11,10 +11,23 @@ from typing import Any
 import pandas as pd
 
 
-def _atomic_write(path: Path, write) -> None:
-    path = Path(path)
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """A temporary file in the target's directory (so the rename is atomic), with normal permissions."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.chmod(tmp, 0o666 & ~_umask())
+    return fd, tmp
+
+
+def _atomic_write(path: Path, write) -> None:
+    path = Path(path)
+    fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, "w", newline="") as fh:
             write(fh)
@@ -45,8 +58,7 @@ def write_csv(path: Path, frame: pd.DataFrame) -> None:
 
 def write_bytes(path: Path, data: bytes) -> None:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

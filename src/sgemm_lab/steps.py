@@ -240,7 +240,9 @@ def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path,
 # ----------------------------------------------------------------------------------- dispatch
 def _setup_logging(log_path: Path | None) -> None:
     log.setLevel(logging.INFO)
-    log.handlers.clear()
+    for h in list(log.handlers):
+        h.close()
+        log.removeHandler(h)
     err = logging.StreamHandler(sys.stderr)
     err.setFormatter(logging.Formatter("%(message)s"))
     log.addHandler(err)
