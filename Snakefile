@@ -16,6 +16,7 @@ include: "workflow/rules/environment.smk"
 include: "workflow/rules/build.smk"
 include: "workflow/rules/check.smk"
 include: "workflow/rules/bench.smk"
+include: "workflow/rules/sweep.smk"
 include: "workflow/rules/report.smk"
 
 

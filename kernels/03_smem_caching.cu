@@ -5,6 +5,8 @@
 // (one element of each per thread, coalesced), synchronises, and every thread reads its row of
 // As and its column of Bs from shared memory. Global loads per result fall from 2K to
 // K/BN + K/BM = K/16; shared-memory loads stay at 2K per result, which now limits the kernel.
+// UNROLL (default 1) unrolls the BK-long inner product fully; UNROLL=0 keeps it a loop, to show
+// what the loop counter and branch cost next to one FMA and two shared loads per iteration.
 #include "common.cuh"
 
 #ifndef BM
@@ -16,7 +18,11 @@
 #ifndef BK
 #define BK BM
 #endif
+#ifndef UNROLL
+#define UNROLL 1
+#endif
 static_assert(BM == BN && BN == BK, "one element of A and of B per thread needs BM == BN == BK");
+static_assert(UNROLL == 0 || UNROLL == 1, "UNROLL is 1 (unroll the inner loop fully) or 0 (keep it a loop)");
 constexpr int THREADS = BM * BN;
 
 extern "C" __global__ void __launch_bounds__(THREADS)
@@ -42,7 +48,11 @@ sgemm_smem_caching(int M, int N, int K, float alpha, const float* __restrict__ A
         __syncthreads();
         A += BK;
         B += (size_t)BK * N;
+#if UNROLL
 #pragma unroll
+#else
+#pragma unroll 1
+#endif
         for (int i = 0; i < BK; ++i)
             acc += As[ty * BK + i] * Bs[i * BN + tx];  // As: broadcast; Bs: consecutive banks
         __syncthreads();  // the next copy must not overwrite tiles still being read

@@ -8,7 +8,7 @@ immutable dataclasses that the rest of the package uses.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -21,7 +21,7 @@ from .errors import ConfigError
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 KERNEL_DIR = ROOT / "kernels"
-BASELINES = ("cublas",)
+BASELINES = ("cublas", "numpy")
 
 
 @dataclass(frozen=True, kw_only=True, order=True)
@@ -45,21 +45,47 @@ class Shape:
         return cls(m=int(m), n=int(n), k=int(k))
 
 
+def _frozen(d: Mapping) -> Mapping:
+    return MappingProxyType(dict(d))
+
+
 @dataclass(frozen=True, kw_only=True)
 class KernelSpec:
+    """One stage of the ladder, as configured. An autotuned stage (``tune_from``) has no source of its
+    own until the pipeline resolves it from the tile sweeps (see ``autotune.resolve``)."""
+
     id: str
-    source: str
-    entry: str
     title: str
-    geometry: str
-    params: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    source: str = ""
+    entry: str = ""
+    geometry: str = ""
+    backend: str = "cuda"
+    params: Mapping[str, int] = field(default_factory=lambda: _frozen({}))
     shapes: str = "tile_multiple"
     max_local_bytes: int = 0
     explain: str = ""
+    constraints: tuple[str, ...] = ()
+    shared_bytes: str = "0"
+    dynamic_shared: bool = False
+    sweep: Mapping[str, tuple[int, ...]] = field(default_factory=lambda: _frozen({}))
+    sweep_axes: tuple[str, ...] = ()
+    tune_from: tuple[str, ...] = ()
+    max_dim: int | None = None  # host stages: shapes with a larger dimension are skipped
 
     @property
     def source_path(self) -> Path:
         return KERNEL_DIR / self.source
+
+    @property
+    def autotuned(self) -> bool:
+        return bool(self.tune_from)
+
+    @property
+    def has_sweep(self) -> bool:
+        return bool(self.sweep)
+
+    def with_params(self, **changes: int) -> "KernelSpec":
+        return replace(self, params=_frozen({**self.params, **changes}))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,14 +107,39 @@ class BenchSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CpuSettings:
+    max_dim: int
+    cflags: tuple[str, ...]
+    min_reps: int
+    target_ms: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepSettings:
+    shape: Shape
+    warmup_ms: float
+    target_ms: float
+    min_reps: int
+    max_reps: int
+    jobs: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class LabConfig:
     run: str
     seed: int | None
     arch: str
     check: CheckSettings
     bench: BenchSettings
+    cpu: CpuSettings
+    sweep: SweepSettings
     cublas: bool
+    numpy: bool
     kernels: tuple[KernelSpec, ...]
+
+    @property
+    def swept(self) -> tuple[KernelSpec, ...]:
+        return tuple(k for k in self.kernels if k.has_sweep)
 
     def kernel(self, kernel_id: str) -> KernelSpec:
         for spec in self.kernels:
@@ -100,7 +151,8 @@ class LabConfig:
     @property
     def implementations(self) -> tuple[str, ...]:
         """Every timed implementation: the configured kernels, then the library baseline."""
-        return tuple(k.id for k in self.kernels) + (("cublas",) if self.cublas else ())
+        return (tuple(k.id for k in self.kernels) + (("cublas",) if self.cublas else ())
+                + (("numpy",) if self.numpy else ()))
 
 
 def load_schema() -> dict:
@@ -151,7 +203,12 @@ def validate(raw: Mapping[str, Any], *, source: str = "config") -> dict:
     if clash:
         raise ConfigError(f"{source}: kernels: id(s) {', '.join(clash)} are reserved for baselines")
     for i, k in enumerate(cfg["kernels"]):
-        if not (KERNEL_DIR / k["source"]).is_file():
+        for src in k.get("tune_from", []):
+            target = next((t for t in cfg["kernels"] if t["id"] == src), None)
+            if target is None or not target.get("sweep"):
+                raise ConfigError(f"{source}: kernels[{i}] ({k['id']}): tune_from names '{src}', "
+                                  "which is not a configured stage with a tile sweep")
+        if "source" in k and not (KERNEL_DIR / k["source"]).is_file():
             raise ConfigError(
                 f"{source}: kernels[{i}] ({k['id']}): source file kernels/{k['source']} does not exist"
             )
@@ -165,16 +222,25 @@ def from_dict(raw: Mapping[str, Any], *, source: str = "config") -> LabConfig:
 
     kernels = []
     for k in cfg["kernels"]:
+        sweep = {name: tuple(vals) for name, vals in k["sweep"].items()}
         spec = KernelSpec(
             id=k["id"],
-            source=k["source"],
-            entry=k["entry"],
+            source=k.get("source", ""),
+            entry=k.get("entry", ""),
             title=k["title"],
-            geometry=k["geometry"],
-            params=MappingProxyType(dict(k["params"])),
+            geometry=k.get("geometry", ""),
+            backend=k["backend"],
+            params=_frozen(k["params"]),
             shapes=k["shapes"],
             max_local_bytes=k["max_local_bytes"],
             explain=k["explain"].strip(),
+            constraints=tuple(k["constraints"]),
+            shared_bytes=k["shared_bytes"],
+            dynamic_shared=k["dynamic_shared"],
+            sweep=_frozen(sweep),
+            sweep_axes=tuple(k.get("sweep_axes") or list(sweep)[:2]),
+            tune_from=tuple(k.get("tune_from", ())),
+            max_dim=cfg["cpu"]["max_dim"] if k["backend"] == "host" else None,
         )
         try:
             check_params(spec)
@@ -202,7 +268,13 @@ def from_dict(raw: Mapping[str, Any], *, source: str = "config") -> LabConfig:
             max_reps=max(int(bench["max_reps"]), int(bench["min_reps"])),
             l2_policy=bench["l2_policy"],
         ),
+        cpu=CpuSettings(max_dim=cfg["cpu"]["max_dim"], cflags=tuple(cfg["cpu"]["cflags"]),
+                        min_reps=cfg["cpu"]["min_reps"], target_ms=float(cfg["cpu"]["target_ms"])),
+        sweep=SweepSettings(shape=Shape.of(cfg["sweep"]["shape"]), warmup_ms=float(cfg["sweep"]["warmup_ms"]),
+                            target_ms=float(cfg["sweep"]["target_ms"]), min_reps=cfg["sweep"]["min_reps"],
+                            max_reps=max(cfg["sweep"]["max_reps"], cfg["sweep"]["min_reps"]), jobs=cfg["sweep"]["jobs"]),
         cublas=bool(cfg["baseline"]["cublas"]),
+        numpy=bool(cfg["baseline"]["numpy"]),
         kernels=tuple(kernels),
     )
 

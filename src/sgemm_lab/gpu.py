@@ -139,6 +139,10 @@ class KernelLauncher:
         except cuda.LogicError:
             raise CompileError(f"kernel {spec.id}: entry '{spec.entry}' not found in {spec.source}") from None
         self.func.prepare("iiifPPfP")
+        if spec.dynamic_shared:
+            smem = geometry.shared_bytes(spec)
+            if smem > 48 * 1024:  # above 48 KiB a kernel must opt in to more dynamic shared memory
+                self.func.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
 
     def resources(self, arch: str, compile_s: float) -> BuildRecord:
         f = self.func
@@ -147,16 +151,23 @@ class KernelLauncher:
                            shared_static_bytes=f.shared_size_bytes, local_bytes=f.local_size_bytes,
                            max_threads_per_block=f.max_threads_per_block, compile_s=compile_s)
 
-    def check_launchable(self, dev: DeviceInfo) -> None:
-        """Fail with the kernel's name if the compiled kernel cannot launch its configured block."""
+    def launch_problem(self, dev: DeviceInfo) -> str | None:
+        """Why the compiled kernel cannot launch its configured block on ``dev`` (None if it can)."""
         threads = geometry.threads_per_block(self.spec)
         if threads > self.func.max_threads_per_block:
-            raise CompileError(
-                f"kernel {self.spec.id}: {threads} threads per block but the build allows "
-                f"{self.func.max_threads_per_block} ({self.func.num_regs} registers per thread)")
-        if self.func.shared_size_bytes > dev.max_shared_per_block:
-            raise CompileError(f"kernel {self.spec.id}: {self.func.shared_size_bytes} B static shared memory "
-                               f"> {dev.max_shared_per_block} B per block on {dev.name}")
+            return (f"{threads} threads per block but the build allows {self.func.max_threads_per_block} "
+                    f"({self.func.num_regs} registers per thread, {dev.max_registers_per_block} per block)")
+        dyn = geometry.shared_bytes(self.spec) if self.spec.dynamic_shared else 0
+        total = self.func.shared_size_bytes + dyn
+        limit = dev.max_shared_per_block_optin if dyn else dev.max_shared_per_block
+        if total > limit:
+            return f"{total} B shared memory per block > {limit} B on {dev.name}"
+        return None
+
+    def check_launchable(self, dev: DeviceInfo) -> None:
+        problem = self.launch_problem(dev)
+        if problem:
+            raise CompileError(f"kernel {self.spec.id}: {problem}")
 
     def __call__(self, shape: Shape, alpha: float, a, b, beta: float, c, stream) -> None:
         launch = geometry.plan(self.spec, shape)  # ShapeError before anything runs
@@ -193,6 +204,47 @@ class CublasLauncher:
         op_n = cb.Operation.N
         cb.sgemm(self.handle, op_n, op_n, shape.n, shape.m, shape.k, self._alpha.ctypes.data,
                  int(b), shape.n, int(a), shape.k, self._beta.ctypes.data, int(c), shape.n)
+
+    def close(self) -> None:
+        if self.handle:
+            self._cublas.destroy(self.handle)
+            self.handle = 0
+
+
+class Fp64Reference:
+    """alpha * A @ B in float64 on the GPU (cuBLAS DGEMM, default math mode): a fast reference for
+    large shapes. The check rule uses NumPy on the CPU instead, independent of any GPU library."""
+
+    def __init__(self, stream):
+        driver()
+        from nvmath.bindings import cublas
+
+        self._cublas = cublas
+        self.handle = cublas.create()
+        cublas.set_stream(self.handle, stream.handle)
+        cublas.set_math_mode(self.handle, cublas.Math.DEFAULT_MATH)
+        self.stream = stream
+
+    def alpha_ab(self, a: np.ndarray, b: np.ndarray, alpha: float) -> np.ndarray:
+        cuda = driver()
+        cb = self._cublas
+        m, k = a.shape
+        n = b.shape[1]
+        d_a = cuda.to_device(np.ascontiguousarray(a, dtype=np.float64))
+        d_b = cuda.to_device(np.ascontiguousarray(b, dtype=np.float64))
+        d_c = cuda.mem_alloc(8 * m * n)
+        try:
+            al, be = np.array([alpha], np.float64), np.array([0.0], np.float64)
+            op_n = cb.Operation.N
+            cb.dgemm(self.handle, op_n, op_n, n, m, k, al.ctypes.data, int(d_b), n, int(d_a), k,
+                     be.ctypes.data, int(d_c), n)
+            self.stream.synchronize()
+            out = np.empty((m, n), np.float64)
+            cuda.memcpy_dtoh(out, d_c)
+            return out
+        finally:
+            for buf in (d_a, d_b, d_c):
+                buf.free()
 
     def close(self) -> None:
         if self.handle:
@@ -279,15 +331,18 @@ def time_launches(run: Callable[[], None], stream, *, warmup_ms: float, target_m
             flush(stream)
         run()
 
+    # batches of 1, 2, 4, ... launches: a slow kernel is not launched more than needed, a fast one
+    # keeps the GPU busy (not waiting on the host) so that the clock ramps up
     t0 = time.perf_counter()
-    launches = 0
+    launches, batch = 0, 1
     while True:
-        for _ in range(4):
+        for _ in range(batch):
             once()
-            launches += 1
+        launches += batch
         stream.synchronize()
         if time.perf_counter() - t0 >= warmup_ms / 1e3:
             break
+        batch = min(batch * 2, 256)
     warmup_s = time.perf_counter() - t0
 
     def timed(n: int) -> list[float]:
@@ -302,7 +357,7 @@ def time_launches(run: Callable[[], None], stream, *, warmup_ms: float, target_m
         ends[-1].synchronize()
         return [e.time_since(s) for s, e in zip(starts, ends)]
 
-    estimate = float(np.median(timed(3)))
+    estimate = float(np.median(timed(3))) if warmup_s / launches < 50.0 else warmup_s * 1e3 / launches
     reps = reps_for(estimate, target_ms=target_ms, min_reps=min_reps, max_reps=max_reps)
     clock_before = sm_clock_mhz(pci_bus_id)
     times = timed(reps)

@@ -47,3 +47,23 @@ def tflops_vs_size(bench: pd.DataFrame, out: Path, order: list[str]) -> None:
     ax.set_title("SGEMM throughput by stage")
     ax.legend(loc="upper left", fontsize=9, frameon=True)
     _save(fig, out)
+
+
+def sweep_heatmap(sweep: pd.DataFrame, out: Path, *, kernel: str, axes: tuple[str, str], title: str = "") -> None:
+    """Best verified TFLOP/s for each pair of values on ``axes`` (max over the other swept parameters)."""
+    y, x = axes
+    ok = sweep[(sweep["status"] == "ok")] if "tflops" in sweep.columns else sweep.iloc[0:0]
+    sns.set_theme(style="white", context="notebook")
+    fig, ax = plt.subplots(figsize=(6.5, 5))
+    if ok.empty:
+        ax.text(0.5, 0.5, "no verified configuration", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+    else:
+        grid = ok.pivot_table(index=y, columns=x, values="tflops", aggfunc="max")
+        sns.heatmap(grid, annot=True, fmt=".1f", cmap="viridis", cbar_kws={"label": "TFLOP/s (best)"}, ax=ax)
+        ax.invert_yaxis()
+    counts = sweep["status"].value_counts()
+    shape = sweep.iloc[0]
+    ax.set_title(f"{title or kernel}\n{int(shape.m)}x{int(shape.n)}x{int(shape.k)}: "
+                 + ", ".join(f"{n} {s}" for s, n in counts.items()), fontsize=10)
+    _save(fig, out)

@@ -18,9 +18,8 @@ import numpy as np
 import pandas as pd
 
 from . import io, verify
-from .config import LabConfig, Shape, from_dict
-from .errors import LabError
-from .geometry import unsupported_reason
+from .config import BASELINES, KernelSpec, LabConfig, Shape, from_dict
+from .errors import CompileError, LabError
 
 log = logging.getLogger("sgemm_lab")
 
@@ -36,54 +35,35 @@ def base_seed(cfg: LabConfig) -> int:
     return cfg.seed if cfg.seed is not None else int(np.random.SeedSequence().entropy % (2**63))
 
 
-def skip_reason(cfg: LabConfig, impl: str, shape: Shape) -> str | None:
-    if impl == "cublas":
+def load_spec(cfg: LabConfig, impl: str, record: Path | None) -> KernelSpec | None:
+    """The concrete spec of ``impl`` (None for a library baseline), autotuned stages resolved from their build record."""
+    from .autotune import resolve
+
+    if impl in BASELINES:
         return None
-    return unsupported_reason(cfg.kernel(impl), shape)
+    spec = cfg.kernel(impl)
+    return resolve(cfg, spec, io.read_json(record)) if spec.autotuned else spec
 
 
-def make_launcher(cfg: LabConfig, impl: str, cubin: Path | None, stream):
-    from . import gpu
+def _runner(cfg: LabConfig, impl: str, binary: Path | None, record: Path | None):
+    from .runners import make_runner
 
-    if impl == "cublas":
-        return gpu.CublasLauncher(stream)
-    return gpu.KernelLauncher(cfg.kernel(impl), Path(cubin).read_bytes())
+    return make_runner(cfg, impl, load_spec(cfg, impl, record), binary)
 
 
-def verify_point(launch, bufs, shape: Shape, *, alpha: float, beta: float, factor: float, seed: int, stream) -> list[dict]:
-    """Two runs on fresh inputs: C read (beta != 0), then beta = 0 on a NaN-poisoned C."""
-    p = verify.make_problem(shape, alpha=alpha, beta=beta, seed=seed)
-    ref_beta, ref_zero = verify.references(p)
-    tol = verify.tolerance(shape.k, factor)
-    rows = []
-    bufs.upload(p.a, p.b, p.c)
-    for mode, b, ref in (("beta", beta, ref_beta), ("beta0_poisoned", 0.0, ref_zero)):
-        if mode == "beta0_poisoned":
-            bufs.poison_c()
-        launch(shape, alpha, bufs.a, bufs.b, b, bufs.c, stream)
-        stream.synchronize()
-        v = verify.compare(bufs.download_c(), ref, tol)
-        rows.append(dict(mode=mode, alpha=alpha, beta=b, seed=seed, passed=v.passed, rel_err=v.rel_err,
-                         max_abs_err=v.max_abs_err, nonfinite=v.nonfinite, tolerance=v.tolerance, reason=v.reason))
-    return rows
+class _Guard:
+    """Turns CUDA driver errors into one-line LabErrors naming what was running."""
 
+    def __init__(self, what: str):
+        self.what = what
 
-def _gpu_guard(what: str):
-    """Turn CUDA driver errors into one-line LabErrors naming ``what``."""
-    from . import gpu
+    def __enter__(self):
+        return self
 
-    cuda = gpu.driver()
-
-    class Guard:
-        def __enter__(self):
-            return self
-
-        def __exit__(self, et, ev, tb):
-            if et is not None and issubclass(et, cuda.Error):
-                raise LabError(f"{what}: CUDA error: {str(ev).splitlines()[0]}") from ev
-            return False
-
-    return Guard()
+    def __exit__(self, et, ev, tb):
+        if et is not None and type(ev).__module__.startswith("pycuda"):
+            raise LabError(f"{self.what}: CUDA error: {str(ev).splitlines()[0]}") from ev
+        return False
 
 
 # --------------------------------------------------------------------------------------- steps
@@ -96,115 +76,178 @@ def environment(cfg: LabConfig, *, out: Path) -> None:
     io.write_json(out, rec)
 
 
-def build(cfg: LabConfig, kernel: str, *, env_json: Path, cubin_out: Path, record_out: Path) -> None:
+def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, record_out: Path,
+          sweeps: list[Path] = ()) -> None:
+    """Compile one stage for the machine at hand; record its resources (and, if autotuned, its pick)."""
     from dataclasses import asdict
 
-    from . import gpu
-    from .compile import check_resources, source_hash
+    from .autotune import pick, resolve
+    from .compile import source_hash
 
     spec = cfg.kernel(kernel)
-    arch = io.read_json(env_json)["gpu"]["arch"]
-    t0 = time.perf_counter()
-    cubin = gpu.compile_cubin(spec, arch)
-    dt = time.perf_counter() - t0
-    launcher = gpu.KernelLauncher(spec, cubin)
-    launcher.check_launchable(gpu.device_info())
-    rec = asdict(launcher.resources(arch, dt))
-    rec["source"] = f"kernels/{spec.source}"
-    rec["source_sha256"] = source_hash(spec)
-    rec["params"] = dict(spec.params)
-    if rec["local_bytes"] > spec.max_local_bytes:
-        from .compile import Resources
+    extra = {}
+    if spec.autotuned:
+        frames = {Path(p).stem: pd.read_csv(p) for p in sweeps}
+        stage, params, row = pick(frames)
+        extra = dict(tuned_from=stage, params=params, tuned_tflops=float(row["tflops"]),
+                     tuned_on=f"{int(row['m'])}x{int(row['n'])}x{int(row['k'])}")
+        spec = resolve(cfg, spec, extra)
+        log.info("%s: fastest verified sweep point is %s %s (%.2f TFLOP/s at %s)", kernel, stage, params,
+                 row["tflops"], extra["tuned_on"])
+    if spec.backend == "host":
+        from . import host
 
-        check_resources(spec, Resources(function=spec.entry, registers=rec["registers"], stack_bytes=rec["local_bytes"],
-                                        spill_store_bytes=0, spill_load_bytes=0, shared_bytes=rec["shared_static_bytes"]))
-    log.info("%s: %d registers, %d B static shared memory, %d B local memory per thread, compiled in %.2f s",
-             spec.id, rec["registers"], rec["shared_static_bytes"], rec["local_bytes"], dt)
-    io.write_bytes(cubin_out, cubin)
+        t0 = time.perf_counter()
+        binary, cmd, _ = host.compile_shared(spec, cfg.cpu.cflags)
+        rec = dict(kernel=kernel, entry=spec.entry, arch="host", options=cmd[1:-3], registers=None,
+                   shared_static_bytes=None, local_bytes=None, max_threads_per_block=None,
+                   compile_s=time.perf_counter() - t0)
+    else:
+        from . import gpu
+
+        arch = io.read_json(env_json)["gpu"]["arch"]
+        t0 = time.perf_counter()
+        binary = gpu.compile_cubin(spec, arch)
+        dt = time.perf_counter() - t0
+        launcher = gpu.KernelLauncher(spec, binary)
+        launcher.check_launchable(gpu.device_info())
+        rec = asdict(launcher.resources(arch, dt))
+        if rec["local_bytes"] > spec.max_local_bytes:
+            raise CompileError(f"kernel {kernel}: {rec['local_bytes']} B of local memory per thread "
+                               f"(spills or stack); config allows {spec.max_local_bytes}")
+        log.info("%s: %d registers, %d B static shared memory, %d B local memory per thread, compiled in %.2f s",
+                 kernel, rec["registers"], rec["shared_static_bytes"], rec["local_bytes"], dt)
+    rec.update(source=f"kernels/{spec.source}", source_sha256=source_hash(spec), params=dict(spec.params),
+               backend=spec.backend, **extra)
+    rec.setdefault("tuned_from", None)
+    io.write_bytes(binary_out, binary)
     io.write_json(record_out, rec)
 
 
-def check(cfg: LabConfig, impl: str, *, cubin: Path | None, out: Path) -> None:
-    from . import gpu
-
-    cuda = gpu.driver()
-    stream = cuda.Stream()
-    launch = make_launcher(cfg, impl, cubin, stream)
+def check(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path) -> None:
+    runner = _runner(cfg, impl, binary, record)
     base = base_seed(cfg)
     rows = []
     shapes = cfg.check.shapes
     for i, shape in enumerate(shapes, 1):
-        reason = skip_reason(cfg, impl, shape)
+        head = dict(kernel=impl, m=shape.m, n=shape.n, k=shape.k)
+        reason = runner.skip_reason(shape)
         if reason:
-            rows.append(dict(kernel=impl, m=shape.m, n=shape.n, k=shape.k, mode="-", status="skipped", reason=reason))
+            rows.append(dict(head, mode="-", status="skipped", reason=reason))
             log.info("[check %s] %d/%d %s: skipped (%s)", impl, i, len(shapes), shape, reason)
             continue
-        with _gpu_guard(f"check {impl} at {shape}"):
-            bufs = gpu.Buffers(shape)
-            try:
-                results = verify_point(launch, bufs, shape, alpha=cfg.check.alpha, beta=cfg.check.beta,
-                                       factor=cfg.check.tolerance_factor, seed=point_seed(base, impl, shape, "check"),
-                                       stream=stream)
-            finally:
-                bufs.free()
+        with _Guard(f"check {impl} at {shape}"):
+            results = runner.check(shape, point_seed(base, impl, shape, "check"))
         for r in results:
-            rows.append(dict(kernel=impl, m=shape.m, n=shape.n, k=shape.k, status="pass" if r["passed"] else "fail", **r))
+            rows.append(dict(head, status="pass" if r["passed"] else "fail", **r))
             log.info("[check %s] %d/%d %s %s: %s (rel err %.2e, tol %.2e)", impl, i, len(shapes), shape, r["mode"],
                      "pass" if r["passed"] else "FAIL " + r["reason"], r["rel_err"], r["tolerance"])
+    runner.close()
     ran = [r for r in rows if r["status"] != "skipped"]
     status = "fail" if any(r["status"] == "fail" for r in ran) else ("pass" if ran else "skipped")
     io.write_json(out, {"kernel": impl, "status": status, "base_seed": base, "points": rows})
 
 
 BENCH_COLUMNS = ["kernel", "m", "n", "k", "status", "reason", "verified", "rel_err", "max_abs_err", "tolerance",
-                 "median_ms", "min_ms", "q1_ms", "q3_ms", "iqr_ms", "max_ms", "reps", "tflops",
+                 "reference", "median_ms", "min_ms", "q1_ms", "q3_ms", "iqr_ms", "max_ms", "reps", "tflops",
                  "l2_policy", "sm_clock_before_mhz", "sm_clock_after_mhz", "warmup_s", "warmup_launches",
                  "alpha", "beta", "seed"]
 
 
-def bench(cfg: LabConfig, impl: str, *, cubin: Path | None, out: Path) -> None:
-    from . import gpu
-    from .stats import tflops
+def bench(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path) -> None:
+    from .runners import TimingSettings
 
-    cuda = gpu.driver()
-    dev = gpu.device_info()
-    stream = cuda.Stream()
-    launch = make_launcher(cfg, impl, cubin, stream)
-    flusher = gpu.L2Flusher(dev.l2_bytes) if cfg.bench.l2_policy == "flush" else None
-    base = base_seed(cfg)
+    runner = _runner(cfg, impl, binary, record)
     b = cfg.bench
+    timing = TimingSettings(warmup_ms=b.warmup_ms, target_ms=b.target_ms, min_reps=b.min_reps, max_reps=b.max_reps,
+                            l2_policy=b.l2_policy)
+    base = base_seed(cfg)
     rows = []
     for i, shape in enumerate(b.shapes, 1):
-        row = dict(kernel=impl, m=shape.m, n=shape.n, k=shape.k, l2_policy=b.l2_policy)
-        reason = skip_reason(cfg, impl, shape)
+        head = dict(kernel=impl, m=shape.m, n=shape.n, k=shape.k)
+        reason = runner.skip_reason(shape)
         if reason:
-            rows.append(dict(row, status="skipped", reason=reason, verified=False))
+            rows.append(dict(head, status="skipped", reason=reason, verified=False))
             log.info("[bench %s] %d/%d %s: skipped (%s)", impl, i, len(b.shapes), shape, reason)
             continue
-        with _gpu_guard(f"bench {impl} at {shape}"):
-            bufs = gpu.Buffers(shape)
-            try:
-                seed = point_seed(base, impl, shape, "bench")
-                checks = verify_point(launch, bufs, shape, alpha=cfg.check.alpha, beta=cfg.check.beta,
-                                      factor=cfg.check.tolerance_factor, seed=seed, stream=stream)
-                first = checks[0]
-                ok = all(c["passed"] for c in checks)
-                timing = gpu.time_launches(
-                    lambda: launch(shape, cfg.check.alpha, bufs.a, bufs.b, cfg.check.beta, bufs.c, stream), stream,
-                    warmup_ms=b.warmup_ms, target_ms=b.target_ms, min_reps=b.min_reps, max_reps=b.max_reps,
-                    flush=flusher, pci_bus_id=dev.pci_bus_id)
-            finally:
-                bufs.free()
-        fails = "; ".join(f"{c['mode']}: {c['reason']}" for c in checks if not c["passed"])
-        row.update(status="ok" if ok else "failed", reason=fails, verified=ok, rel_err=max(c["rel_err"] for c in checks),
-                   max_abs_err=max(c["max_abs_err"] for c in checks), tolerance=first["tolerance"],
-                   alpha=cfg.check.alpha, beta=cfg.check.beta, seed=seed, **timing.as_row())
-        row["tflops"] = tflops(shape.flops, timing.stats.median_ms)
-        rows.append(row)
-        log.info("[bench %s] %d/%d %s: %.2f TFLOP/s (median %.4f ms, IQR %.4f ms, %d reps, SM %s->%s MHz)%s", impl, i,
-                 len(b.shapes), shape, row["tflops"], timing.stats.median_ms, timing.stats.iqr_ms, timing.stats.reps,
-                 timing.sm_clock_before_mhz, timing.sm_clock_after_mhz, "" if ok else " NOT VERIFIED: " + fails)
+        with _Guard(f"bench {impl} at {shape}"):
+            r = runner.bench(shape, point_seed(base, impl, shape, "bench"), timing)
+        rows.append(dict(head, status="ok" if r["verified"] else "failed", **r))
+        log.info("[bench %s] %d/%d %s: %.3f TFLOP/s (median %.4f ms, IQR %.4f ms, %d reps, SM %s->%s MHz)%s", impl, i,
+                 len(b.shapes), shape, r["tflops"], r["median_ms"], r["iqr_ms"], r["reps"],
+                 r["sm_clock_before_mhz"], r["sm_clock_after_mhz"], "" if r["verified"] else " NOT VERIFIED: " + r["reason"])
+    runner.close()
     io.write_csv(out, pd.DataFrame(rows, columns=BENCH_COLUMNS))
+
+
+def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> None:
+    """Tile sweep of one stage on ``cfg.sweep.shape``: filter, compile in parallel, verify, time."""
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+
+    from . import geometry, gpu
+    from .autotune import sweep_points
+    from .runners import GpuRunner, TimingSettings
+
+    spec = cfg.kernel(kernel)
+    dev = gpu.device_info()
+    arch = io.read_json(env_json)["gpu"]["arch"]
+    shape = cfg.sweep.shape
+    s = cfg.sweep
+    timing = TimingSettings(warmup_ms=s.warmup_ms, target_ms=s.target_ms, min_reps=s.min_reps, max_reps=s.max_reps)
+    points = sweep_points(spec)
+    rows, todo = [], []
+    for params in points:
+        sp = spec.with_params(**params)
+        head = dict(kernel=kernel, m=shape.m, n=shape.n, k=shape.k, params=json.dumps(params, sort_keys=True), **params,
+                    threads=geometry.threads_per_block(sp), shared_bytes=geometry.shared_bytes(sp))
+        limit = dev.max_shared_per_block_optin if sp.dynamic_shared else dev.max_shared_per_block
+        problems = geometry.violations(sp, max_shared=limit)
+        reason = geometry.unsupported_reason(sp, shape)
+        if problems or reason:
+            rows.append(dict(head, status="filtered", reason="; ".join(problems + ([reason] if reason else []))))
+        else:
+            todo.append((head, sp))
+    log.info("[sweep %s] %d points: %d filtered before compiling, %d to compile (%d parallel jobs)", kernel,
+             len(points), len(rows), len(todo), s.jobs)
+
+    def build_one(sp):
+        try:
+            return gpu.compile_cubin(sp, arch), None
+        except CompileError as exc:
+            return None, str(exc)
+
+    with ThreadPoolExecutor(max_workers=s.jobs) as pool:
+        built = list(pool.map(build_one, [sp for _, sp in todo]))
+    runner = GpuRunner(cfg, kernel, spec, built[0][0]) if any(b[0] for b in built) else None
+    base = base_seed(cfg)
+    for i, ((head, sp), (cubin, err)) in enumerate(zip(todo, built), 1):
+        if cubin is None:
+            rows.append(dict(head, status="compile_error", reason=err))
+            continue
+        launcher = gpu.KernelLauncher(sp, cubin)
+        head.update(registers=launcher.func.num_regs, shared_static_bytes=launcher.func.shared_size_bytes,
+                    local_bytes=launcher.func.local_size_bytes,
+                    within_local_budget=launcher.func.local_size_bytes <= sp.max_local_bytes)
+        problem = launcher.launch_problem(dev)
+        if problem:
+            rows.append(dict(head, status="filtered", reason=f"after compiling: {problem}"))
+            continue
+        runner.spec, runner.launch = sp, launcher
+        try:
+            r = runner.bench(shape, point_seed(base, head["params"], shape, "sweep"), timing)
+        except Exception as exc:  # a launch failure is a result of this point, not of the sweep
+            if not type(exc).__module__.startswith("pycuda"):
+                raise
+            rows.append(dict(head, status="launch_error", reason=str(exc).splitlines()[0]))
+            log.info("[sweep %s] %d/%d %s: launch error %s", kernel, i, len(todo), head["params"], exc)
+            continue
+        rows.append(dict(head, status="ok" if r["verified"] else "failed", **r))
+        log.info("[sweep %s] %d/%d %s: %.2f TFLOP/s, %d regs, %d B local%s", kernel, i, len(todo), head["params"],
+                 r["tflops"], head["registers"], head["local_bytes"], "" if r["verified"] else " NOT VERIFIED")
+    if runner is not None:
+        runner.close()
+    io.write_csv(out, pd.DataFrame(rows))
 
 
 def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, env_json: Path,
@@ -226,13 +269,22 @@ def plot(cfg: LabConfig, *, bench_csv: Path, out: Path) -> None:
     tflops_vs_size(pd.read_csv(bench_csv), out, order=list(cfg.implementations))
 
 
+def heatmap(cfg: LabConfig, kernel: str, *, sweep_csv: Path, out: Path) -> None:
+    from .plots import sweep_heatmap
+
+    spec = cfg.kernel(kernel)
+    sweep_heatmap(pd.read_csv(sweep_csv), out, kernel=kernel, axes=spec.sweep_axes, title=f"{kernel}: {spec.title}")
+
+
 def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path, env_json: Path, figure: Path,
-           start_json: Path | None, out: Path) -> None:
+           sweeps: list[Path], start_json: Path | None, out: Path) -> None:
     from .report import render
 
     started = io.read_json(start_json)["started_unix"] if start_json and Path(start_json).exists() else None
+    base = Path(out).parent
     text = render(cfg, bench=pd.read_csv(bench_csv), checks=pd.read_csv(check_csv), builds=pd.read_csv(build_csv),
-                  env=io.read_json(env_json), figure=Path(figure).relative_to(Path(out).parent),
+                  env=io.read_json(env_json), figure=Path(figure).relative_to(base),
+                  sweeps={Path(p).stem: pd.read_csv(p) for p in sweeps}, base=base,
                   wall_s=(time.time() - started) if started else None)
     io.write_text(out, text)
 
@@ -256,19 +308,24 @@ def _setup_logging(log_path: Path | None) -> None:
 def _from_snakemake(step: str, smk) -> Callable[[LabConfig], None]:
     i, o, w = smk.input, smk.output, smk.wildcards
     impl = getattr(w, "kernel", None)
-    cubin = getattr(i, "cubin", None) or None
+    binary = Path(i.binary) if getattr(i, "binary", None) else None
+    record = Path(i.record) if getattr(i, "record", None) else None
     table: dict[str, Callable[[LabConfig], None]] = {
         "environment": lambda c: environment(c, out=Path(o[0])),
-        "build": lambda c: build(c, impl, env_json=Path(i.env), cubin_out=Path(o.cubin), record_out=Path(o.record)),
-        "check": lambda c: check(c, impl, cubin=cubin, out=Path(o[0])),
-        "bench": lambda c: bench(c, impl, cubin=cubin, out=Path(o[0])),
+        "build": lambda c: build(c, impl, env_json=Path(i.env), binary_out=Path(o.binary), record_out=Path(o.record),
+                                 sweeps=[Path(p) for p in getattr(i, "sweeps", [])]),
+        "check": lambda c: check(c, impl, binary=binary, record=record, out=Path(o[0])),
+        "bench": lambda c: bench(c, impl, binary=binary, record=record, out=Path(o[0])),
+        "sweep": lambda c: sweep(c, impl, env_json=Path(i.env), out=Path(o[0])),
         "aggregate": lambda c: aggregate(c, bench_csvs=list(i.bench), check_jsons=list(i.check),
                                          build_jsons=list(i.build), env_json=Path(i.env), bench_out=Path(o.bench),
                                          check_out=Path(o.check), build_out=Path(o.build), env_out=Path(o.env)),
         "plot": lambda c: plot(c, bench_csv=Path(i.bench), out=Path(o[0])),
+        "heatmap": lambda c: heatmap(c, impl, sweep_csv=Path(i[0]), out=Path(o[0])),
         "report": lambda c: report(c, bench_csv=Path(i.bench), check_csv=Path(i.check), build_csv=Path(i.build),
-                                   env_json=Path(i.env), figure=Path(i.figure), start_json=Path(smk.params.start),
-                                   out=Path(o[0])),
+                                   env_json=Path(i.env), figure=Path(i.figure),
+                                   sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
+                                   start_json=Path(smk.params.start), out=Path(o[0])),
     }
     return table[step]
 

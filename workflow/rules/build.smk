@@ -1,15 +1,16 @@
 rule build:
-    """Compile one kernel for the GPU at hand with PyCUDA; record registers, shared and local memory."""
+    """Compile one stage for the machine at hand (PyCUDA for kernels, the C compiler for host stages);
+    record registers, shared and local memory. An autotuned stage first picks its configuration."""
     input:
-        source=kernel_source,
-        env=ENV_JSON,
+        unpack(build_inputs),
     output:
-        cubin=f"{RESULTS}/build/{{kernel}}.cubin",
+        binary=f"{RESULTS}/build/{{kernel}}.bin",
         record=f"{RESULTS}/build/{{kernel}}.json",
     log:
         f"{RESULTS}/logs/build/{{kernel}}.log",
     params:
         kernel_params=lambda wc: dict(LAB.kernel(wc.kernel).params),
+        tune_from=lambda wc: list(LAB.kernel(wc.kernel).tune_from),
     resources:
         gpu=1,
     conda:

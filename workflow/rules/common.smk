@@ -9,7 +9,7 @@ SRC = str(Path(workflow.basedir) / "src")
 if SRC not in sys.path:
     sys.path.insert(0, SRC)
 
-from sgemm_lab.config import from_dict
+from sgemm_lab.config import BASELINES, from_dict
 from sgemm_lab.errors import ConfigError
 
 try:
@@ -28,19 +28,39 @@ wildcard_constraints:
     kernel="|".join(LAB.implementations),
 
 
-def kernel_source(wildcards):
-    return str(LAB.kernel(wildcards.kernel).source_path)
+def build_inputs(wildcards):
+    """A stage's source; an autotuned stage's candidates' sources and their tile sweeps."""
+    spec = LAB.kernel(wildcards.kernel)
+    if spec.autotuned:
+        return {
+            "env": ENV_JSON,
+            "sources": [str(LAB.kernel(k).source_path) for k in spec.tune_from],
+            "sweeps": [f"{REPORTS}/sweeps/{k}.csv" for k in spec.tune_from],
+        }
+    return {"env": ENV_JSON, "source": str(spec.source_path)}
 
 
 def impl_inputs(wildcards):
-    """What checking or timing one implementation needs: its build, except for the library baseline."""
-    if wildcards.kernel == "cublas":
+    """What checking or timing one implementation needs: its build, except for a library baseline."""
+    if wildcards.kernel in BASELINES:
         return {"env": ENV_JSON}
     return {
         "env": ENV_JSON,
-        "cubin": f"{RESULTS}/build/{wildcards.kernel}.cubin",
+        "binary": f"{RESULTS}/build/{wildcards.kernel}.bin",
         "record": f"{RESULTS}/build/{wildcards.kernel}.json",
     }
+
+
+def swept_ids():
+    return [k.id for k in LAB.swept]
+
+
+def all_sweeps():
+    return expand(f"{REPORTS}/sweeps/{{kernel}}.csv", kernel=swept_ids())
+
+
+def all_heatmaps():
+    return expand(f"{REPORTS}/figures/sweep_{{kernel}}.png", kernel=swept_ids())
 
 
 def all_bench():

@@ -43,7 +43,9 @@ rule report:
         check=f"{REPORTS}/check.csv",
         build=f"{REPORTS}/build.csv",
         env=f"{REPORTS}/environment.json",
+        sweeps=all_sweeps(),
         figure=f"{REPORTS}/figures/tflops_vs_size.png",
+        heatmaps=all_heatmaps(),
     output:
         f"{REPORTS}/report.md",
     log:

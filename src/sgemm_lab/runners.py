@@ -1,0 +1,193 @@
+"""Callers: verify and time one implementation (a CUDA kernel, cuBLAS, a host stage or NumPy).
+
+Every runner offers the same two operations, so the check, bench and sweep steps never care what
+they are driving:
+
+``check(shape, seed)``  two runs on fresh inputs against a float64 CPU (NumPy) reference: C read
+                        (beta != 0), then beta = 0 on an output pre-filled with NaN.
+``bench(shape, seed, timing)``  the same two verification runs (GPU runners use a float64 cuBLAS
+                        DGEMM reference, which is fast at 8192^3), then the timed repetitions.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import verify
+from .config import KernelSpec, LabConfig, Shape
+from .geometry import unsupported_reason
+from .stats import reps_for, summarize, tflops
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimingSettings:
+    warmup_ms: float
+    target_ms: float
+    min_reps: int
+    max_reps: int
+    l2_policy: str = "flush"
+
+
+def _check_rows(problem: verify.Problem, refs, run, factor: float) -> list[dict]:
+    """Run ``run(beta, poison) -> output`` for both verification modes and compare with ``refs``."""
+    tol = verify.tolerance(problem.shape.k, factor)
+    rows = []
+    for mode, beta, ref, poison in (("beta", problem.beta, refs[0], False), ("beta0_poisoned", 0.0, refs[1], True)):
+        v = verify.compare(run(beta, poison), ref, tol)
+        rows.append(dict(mode=mode, alpha=problem.alpha, beta=beta, seed=problem.seed, passed=v.passed,
+                         rel_err=v.rel_err, max_abs_err=v.max_abs_err, nonfinite=v.nonfinite,
+                         tolerance=v.tolerance, reason=v.reason))
+    return rows
+
+
+def summarize_checks(rows: list[dict]) -> dict:
+    fails = "; ".join(f"{r['mode']}: {r['reason']}" for r in rows if not r["passed"])
+    return dict(verified=all(r["passed"] for r in rows), reason=fails,
+                rel_err=max(r["rel_err"] for r in rows), max_abs_err=max(r["max_abs_err"] for r in rows),
+                tolerance=rows[0]["tolerance"])
+
+
+class GpuRunner:
+    """A CUDA kernel (``spec`` + compiled cubin) or cuBLAS (``spec`` None) on the current GPU."""
+
+    def __init__(self, cfg: LabConfig, impl: str, spec: KernelSpec | None, cubin: bytes | None):
+        from . import gpu
+
+        cuda = gpu.driver()
+        self.cfg, self.impl, self.spec = cfg, impl, spec
+        self.dev = gpu.device_info()
+        self.stream = cuda.Stream()
+        self.launch = gpu.CublasLauncher(self.stream) if spec is None else gpu.KernelLauncher(spec, cubin)
+        self._flusher = None
+        self._ref = None
+
+    def skip_reason(self, shape: Shape) -> str | None:
+        if self.spec is not None:
+            reason = unsupported_reason(self.spec, shape)
+            if reason:
+                return reason
+        need = 4 * (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n)
+        if need > 0.8 * self.dev.global_mem_bytes:
+            return f"needs {need / 2**30:.1f} GiB of device memory ({self.dev.global_mem_bytes / 2**30:.0f} GiB on the GPU)"
+        return None
+
+    def _run_fn(self, bufs, problem):
+        def run(beta, poison):
+            if poison:
+                bufs.poison_c()
+            else:
+                bufs.upload(problem.a, problem.b, problem.c)
+            self.launch(problem.shape, problem.alpha, bufs.a, bufs.b, beta, bufs.c, self.stream)
+            self.stream.synchronize()
+            return bufs.download_c()
+
+        return run
+
+    def check(self, shape: Shape, seed: int) -> list[dict]:
+        from . import gpu
+
+        p = verify.make_problem(shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed)
+        bufs = gpu.Buffers(shape)
+        try:
+            return _check_rows(p, verify.references(p), self._run_fn(bufs, p), self.cfg.check.tolerance_factor)
+        finally:
+            bufs.free()
+
+    def bench(self, shape: Shape, seed: int, timing: TimingSettings) -> dict:
+        from . import gpu
+
+        if self._ref is None:
+            self._ref = gpu.Fp64Reference(self.stream)
+        if timing.l2_policy == "flush" and self._flusher is None:
+            self._flusher = gpu.L2Flusher(self.dev.l2_bytes)
+        p = verify.make_problem(shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed)
+        ab = self._ref.alpha_ab(p.a, p.b, p.alpha)
+        refs = (ab + p.beta * p.c.astype(np.float64), ab)
+        bufs = gpu.Buffers(shape)
+        try:
+            checks = _check_rows(p, refs, self._run_fn(bufs, p), self.cfg.check.tolerance_factor)
+            del ab, refs
+            t = gpu.time_launches(
+                lambda: self.launch(shape, p.alpha, bufs.a, bufs.b, p.beta, bufs.c, self.stream), self.stream,
+                warmup_ms=timing.warmup_ms, target_ms=timing.target_ms, min_reps=timing.min_reps,
+                max_reps=timing.max_reps, flush=self._flusher if timing.l2_policy == "flush" else None,
+                pci_bus_id=self.dev.pci_bus_id)
+        finally:
+            bufs.free()
+        row = dict(summarize_checks(checks), reference="fp64 cuBLAS DGEMM (GPU)", seed=seed, alpha=p.alpha,
+                   beta=p.beta, l2_policy=timing.l2_policy, **t.as_row())
+        row["tflops"] = tflops(shape.flops, t.stats.median_ms)
+        return row
+
+    def close(self) -> None:
+        for obj in (self.launch, self._ref):
+            if hasattr(obj, "close"):
+                obj.close()
+
+
+class HostRunner:
+    """A host C stage (``spec`` + shared library) or NumPy's BLAS (``spec`` None) on the CPU."""
+
+    def __init__(self, cfg: LabConfig, impl: str, spec: KernelSpec | None, library: Path | None):
+        from .host import HostLauncher, numpy_gemm
+
+        self.cfg, self.impl, self.spec = cfg, impl, spec
+        self.launch = numpy_gemm if spec is None else HostLauncher(spec, library)
+
+    def skip_reason(self, shape: Shape) -> str | None:
+        if self.spec is not None:
+            return unsupported_reason(self.spec, shape)
+        if max(shape.m, shape.n, shape.k) > self.cfg.cpu.max_dim:
+            return f"CPU library limited to dimensions <= {self.cfg.cpu.max_dim} (config cpu.max_dim)"
+        return None
+
+    def _run_fn(self, problem):
+        def run(beta, poison):
+            c = np.full_like(problem.c, np.nan) if poison else problem.c.copy()
+            self.launch(problem.shape, problem.alpha, problem.a, problem.b, beta, c)
+            return c
+
+        return run
+
+    def check(self, shape: Shape, seed: int) -> list[dict]:
+        p = verify.make_problem(shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed)
+        return _check_rows(p, verify.references(p), self._run_fn(p), self.cfg.check.tolerance_factor)
+
+    def bench(self, shape: Shape, seed: int, timing: TimingSettings) -> dict:
+        p = verify.make_problem(shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed)
+        checks = _check_rows(p, verify.references(p), self._run_fn(p), self.cfg.check.tolerance_factor)
+        c = p.c.copy()
+
+        def once() -> float:
+            t0 = time.perf_counter()
+            self.launch(shape, p.alpha, p.a, p.b, p.beta, c)
+            return (time.perf_counter() - t0) * 1e3
+
+        t0 = time.perf_counter()
+        first = once()  # warm-up: caches, page faults, lazy BLAS initialisation
+        while (time.perf_counter() - t0) * 1e3 < min(timing.warmup_ms, 3 * first):
+            first = once()
+        warm = time.perf_counter() - t0
+        reps = reps_for(first, target_ms=self.cfg.cpu.target_ms, min_reps=self.cfg.cpu.min_reps,
+                        max_reps=timing.max_reps)
+        stats = summarize([once() for _ in range(reps)])
+        row = dict(summarize_checks(checks), reference="fp64 NumPy (CPU)", seed=seed, alpha=p.alpha, beta=p.beta,
+                   l2_policy="n/a (CPU, perf_counter)", median_ms=stats.median_ms, min_ms=stats.min_ms,
+                   q1_ms=stats.q1_ms, q3_ms=stats.q3_ms, iqr_ms=stats.iqr_ms, max_ms=stats.max_ms, reps=stats.reps,
+                   warmup_s=warm, warmup_launches=None, sm_clock_before_mhz=None, sm_clock_after_mhz=None)
+        row["tflops"] = tflops(shape.flops, stats.median_ms)
+        return row
+
+    def close(self) -> None:
+        pass
+
+
+def make_runner(cfg: LabConfig, impl: str, spec: KernelSpec | None, binary: Path | None):
+    """The runner for ``impl``: ``spec`` is its resolved kernel spec (None for a library baseline)."""
+    if impl == "numpy" or (spec is not None and spec.backend == "host"):
+        return HostRunner(cfg, impl, spec, binary)
+    return GpuRunner(cfg, impl, spec, Path(binary).read_bytes() if binary else None)
