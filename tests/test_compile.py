@@ -38,13 +38,37 @@ def test_compile_options_are_the_single_source_of_flags(lab):
 def test_every_configured_kernel_compiles_for_sm90_without_spills(lab, nvcc, tmp_path):
     configs = [lab, cfgmod.load(ROOT / ".test" / "config" / "config.yaml")]
     specs = {k.id: k for c in configs for k in c.kernels}.values()
-    results = comp.compile_check(specs, "sm_90", tmp_path)
+    results = comp.compile_check(specs, "sm_90", tmp_path, lab.cpu.cflags)
     errors = [err for _, _, err in results if err]
     assert not errors, "\n".join(errors)
+    assert {s.id for s, _, _ in results} == {s.id for s in specs if not s.autotuned}
     for spec, res, _ in results:
+        if spec.backend == "host":
+            continue
         assert res.registers > 0
         assert res.local_bytes <= spec.max_local_bytes
         assert (tmp_path / f"{spec.id}.log").read_text().startswith(nvcc)
+
+
+def test_every_sweep_point_that_passes_the_filter_compiles(lab, nvcc, tmp_path):
+    """What the tile sweep will compile on the GPU compiles here (spills are allowed: the sweep records
+    them and the autotuner never picks such a point)."""
+    from sgemm_lab import autotune, geometry
+
+    failures = []
+    specs = []
+    for k in lab.swept:
+        for p in autotune.sweep_points(k):
+            sp = k.with_params(**p)
+            if not geometry.violations(sp, max_shared=227 * 1024):
+                specs.append(sp)
+    import dataclasses
+
+    renamed = [dataclasses.replace(sp, id=f"{sp.id}__{i}") for i, sp in enumerate(specs)]
+    for spec, res, err in comp.compile_check(renamed, "sm_90", tmp_path):
+        if err and "bytes of local memory per thread" not in err:
+            failures.append(f"{spec.id} {dict(spec.params)}: {err}")
+    assert not failures, "\n".join(failures)
 
 
 def _spec_with_source(tmp_path, monkeypatch, text, **over):

@@ -58,8 +58,8 @@ def test_dry_runs_list_every_kernel_and_baseline(checkout, lab):
     assert proc.returncode == 0, proc.stderr
     proc = _snakemake(["-n", f"results/{lab.run}/check/{lab.kernels[-1].id}.json"], checkout)
     assert proc.returncode == 0, proc.stderr
-    assert f"results/{lab.run}/build/{lab.kernels[-1].id}.cubin" in proc.stdout
-    assert f"results/{lab.run}/build/{lab.kernels[0].id}.cubin" not in proc.stdout  # one kernel only
+    assert f"results/{lab.run}/build/{lab.kernels[-1].id}.bin" in proc.stdout
+    assert f"results/{lab.run}/build/{lab.kernels[0].id}.bin" not in proc.stdout  # one kernel only
 
 
 def test_invalid_config_is_reported_without_traceback(checkout):

@@ -124,17 +124,29 @@ def check_resources(spec: KernelSpec, res: Resources) -> None:
         )
 
 
-def compile_check(specs, arch: str, log_dir: Path) -> list[tuple[KernelSpec, Resources | None, str | None]]:
+def compile_check(specs, arch: str, log_dir: Path,
+                  host_cflags=("-O3", "-march=native")) -> list[tuple[KernelSpec, Resources | None, str | None]]:
     """Compile every kernel offline; return (spec, resources, error-or-None) per kernel.
 
-    Each kernel's full nvcc output is kept in ``log_dir/<id>.log`` whether it compiled or not.
+    Host stages are compiled with the C compiler (no resources to report); autotuned stages are
+    skipped (their candidates are compiled as themselves). Each kernel's full compiler output is kept
+    in ``log_dir/<id>.log`` whether it compiled or not.
     """
+    from .host import compile_shared
+
     log_dir.mkdir(parents=True, exist_ok=True)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for spec in specs:
+            if spec.autotuned:  # compiled as the stages it tunes
+                continue
             log_path = log_dir / f"{spec.id}.log"
             try:
+                if spec.backend == "host":
+                    _, _, log = compile_shared(spec, host_cflags)
+                    log_path.write_text(log)
+                    results.append((spec, None, None))
+                    continue
                 res, log = nvcc_compile(spec, arch, Path(tmp))
                 log_path.write_text(log)
                 check_resources(spec, res)

@@ -100,7 +100,8 @@ def violations(spec: KernelSpec, *, max_shared: int | None = None) -> list[str]:
     if missing:
         return [f"geometry '{spec.geometry}' needs parameter(s) {', '.join(missing)}"]
     out = []
-    bad = sorted(name for name, v in p.items() if v <= 0)
+    sizes = set(_REQUIRED[spec.geometry]) | {"TM", "TN", "THREADS"}
+    bad = sorted(name for name, v in p.items() if name in sizes and v <= 0)
     if bad:
         out.append(f"parameter(s) {', '.join(bad)} must be positive")
         return out

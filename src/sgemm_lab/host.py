@@ -48,11 +48,7 @@ class HostLauncher:
 
     def __init__(self, spec: KernelSpec, library: Path):
         self.spec = spec
-        # ctypes needs a file; keep our own copy so rebuilding the original never affects a running call
-        self._dir = tempfile.TemporaryDirectory()
-        path = Path(self._dir.name) / Path(library).name
-        shutil.copy(library, path)
-        lib = ctypes.CDLL(str(path))
+        lib = ctypes.CDLL(str(Path(library).resolve()))
         try:
             fn = getattr(lib, spec.entry)
         except AttributeError:

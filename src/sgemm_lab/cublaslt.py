@@ -1,0 +1,637 @@
+"""cuBLASLt SGEMM with a fused bias/activation epilogue, and the unfused baseline it is compared with.
+
+Both compute, for row-major float32 data,
+
+    D = act(alpha * A @ B + beta * C + bias)        A: M x K (lda), B: K x N (ldb), C, D: M x N (ldc, ldd)
+
+where ``bias`` has length N (one value per column of D) and ``act`` is ``none``, ``relu`` or
+``gelu``. Imports no GPU package at module level: PyCUDA and nvmath-python are imported inside the
+functions that need them, so that this module (and its CPU tests) load on a machine without a GPU.
+
+Layout mapping (row-major problem -> cuBLASLt's column-major problem)
+----------------------------------------------------------------------
+cuBLASLt is column-major. A row-major X (r x c, leading dimension ld) occupies the same bytes as
+the column-major matrix X^T (c x r, same ld). So we hand cuBLASLt the transposed problem
+
+    D^T = act(alpha * B^T @ A^T + beta * C^T + bias)
+
+with no transpose flags (TRANSA = TRANSB = N) and:
+
+    cuBLASLt            shape (rows x cols)   memory       ld
+    m', n', k'          N, M, K
+    its A (m' x k')     N x K                 our B        ldb   (needs ldb >= N)
+    its B (k' x n')     K x M                 our A        lda   (needs lda >= K)
+    its C, D (m' x n')  N x M                 our C, D     ldc, ldd (>= N)
+    bias                length m' = N         our bias
+
+``lt_problem`` computes this table and ``lt_pointers`` swaps the operand pointers; the class
+below only uses those two.
+
+Bias orientation. cuBLASLt documents CUBLASLT_EPILOGUE_BIAS as "Apply (broadcasted) bias from the
+bias vector. Bias vector length must match matrix D rows, and it must be packed (stride between
+vector elements is 1). Bias vector is broadcasted to all columns and added before applying the
+final postprocessing"; CUBLASLT_MATMUL_DESC_BIAS_POINTER is the device pointer of that vector
+(length = rows of D). nvmath-python's own BiasHandler checks the same rule (bias shape (M, 1) in
+cuBLASLt's column-major terms). cuBLASLt's D has m' = N rows, one per *column* of our row-major D,
+so bias[j] is added to every element of our column j: bias of length N, one value per output
+column, which is what this module promises. It is added after alpha*AB + beta*C and before the
+activation, so D = act(alpha*A@B + beta*C + bias).
+
+GELU form. The cuBLAS documentation only says "Apply GELU point-wise transform to the results
+(x := GELU(x))" and does not name the formula. Two independent users that must preserve
+semantics treat the epilogue as the tanh approximation
+0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))):
+  * PyTorch (aten/src/ATen/native/cuda/Blas.cpp, addmm_out_cuda_impl): when it cannot use the
+    cuBLASLt GELU epilogue it applies ``at::gelu_(result, "tanh")`` instead ("manually performing
+    a post-GELU because we weren't able to use the GELU epilogue");
+  * XLA (xla/service/gpu/transforms/gemm_rewriter.cc): only the tanh-approximation pattern
+    ("approx_gelu(x) = x * cdf(x), cdf(x) = 0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 *
+    x**3))") is rewritten into the cuBLASLt GELU / BIAS_GELU epilogue.
+Hence ``GELU_FORM = "tanh"``, and the separate bias_act kernel uses the same formula. The two
+forms differ by up to ~5e-4 in absolute value near |x| ~ 2, far above FP32 GEMM error for
+O(1) data, so ``act_reference(x, "gelu", form)`` with both forms tells them apart on the GPU.
+
+Strict FP32. The matmul descriptor is created with CUBLAS_COMPUTE_32F (not *_FAST_TF32 /
+*_FAST_16F / *_FAST_16BF / *_EMULATED_16BFX9) and scale type CUDA_R_32F; the compute type is read
+back and checked. The heuristic is asked only for implementations without tensor-core ops and
+with FP32 inputs (CUBLASLT_MATMUL_PREF_IMPL_MASK), and the numerical-implementation flags of the
+chosen algorithm (CUBLASLT_ALGO_CAP_NUMERICAL_IMPL_FLAGS) are checked again; environment
+variables that could enable TF32 or BF16x9 emulation are refused, as for the cuBLAS baseline.
+
+Alignment. The algorithm is chosen once per shape (and per set of leading dimensions) for
+256-byte aligned A, B, C and D (cuBLASLt's default and what ``mem_alloc`` returns); a call with a
+less aligned pointer is refused rather than run with an algorithm that may not support it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from .errors import CompileError, LabError, ShapeError
+
+GELU_FORM = "tanh"  # see the module docstring for the evidence
+GELU_SQRT_2_OVER_PI = 0.7978845608028654
+GELU_CUBIC = 0.044715
+
+ACTS = ("none", "relu", "gelu")
+ACT_CODES = {"none": 0, "relu": 1, "gelu": 2}  # the ACT macro of the bias_act kernel
+
+ALIGN_BYTES = 256            # alignment assumed for A, B, C, D when the algorithm is chosen
+HEURISTIC_CANDIDATES = 8     # algorithms asked from the heuristic; the best strict one is used
+BIAS_ACT_THREADS = 256
+BIAS_ACT_MAX_BLOCKS = 132 * 16  # 16 blocks of 256 threads per SM on a 132-SM H100 SXM
+
+# cublasLtNumericalImplFlags_t bits (cublasLt.h; same values as
+# nvmath.linalg.advanced.MatmulNumericalImplFlags)
+IMPL_OP_TYPE_FMA = 0x01
+IMPL_OP_TYPE_TENSOR_MASK = 0xFE           # HMMA, IMMA, DMMA, ...
+IMPL_INPUT_TYPE_32F = 0x08 << 16
+IMPL_INPUT_TYPE_MASK = 0xFF << 16
+IMPL_ALL = (1 << 64) - 1
+IMPL_NON_FP32_INPUTS = IMPL_INPUT_TYPE_MASK & ~IMPL_INPUT_TYPE_32F  # 16F, 16BF, TF32, 8I, FP8
+STRICT_FP32_IMPL_MASK = IMPL_ALL & ~IMPL_OP_TYPE_TENSOR_MASK & ~IMPL_NON_FP32_INPUTS
+
+# Environment variables that can let NVIDIA libraries replace FP32 arithmetic.
+NON_STRICT_ENV = ("NVIDIA_TF32_OVERRIDE", "CUBLAS_EMULATE_SINGLE_PRECISION")
+
+_EPILOGUES = {
+    ("none", False): "DEFAULT", ("none", True): "BIAS",
+    ("relu", False): "RELU", ("relu", True): "RELU_BIAS",
+    ("gelu", False): "GELU", ("gelu", True): "GELU_BIAS",
+}
+
+
+def check_act(act: str) -> str:
+    if act not in ACTS:
+        raise LabError(f"activation '{act}' is not one of {', '.join(ACTS)}")
+    return act
+
+
+def epilogue_name(act: str, bias: bool) -> str:
+    """Name of the cublasLt ``Epilogue`` member for (act, bias), e.g. ('gelu', True) -> 'GELU_BIAS'."""
+    return _EPILOGUES[(check_act(act), bool(bias))]
+
+
+def is_strict_fp32_impl(flags: int) -> bool:
+    """True when numerical-implementation flags describe FP32 FMA arithmetic (no tensor cores,
+    no reduced-precision inputs). Flags of 0 (not reported) count as strict."""
+    return (flags & IMPL_OP_TYPE_TENSOR_MASK) == 0 and (flags & IMPL_NON_FP32_INPUTS) == 0
+
+
+def refuse_non_strict_env() -> None:
+    for var in NON_STRICT_ENV:
+        if os.environ.get(var, "") not in ("", "0"):
+            raise LabError(f"cuBLASLt: {var} is set and could replace FP32 arithmetic; unset it")
+
+
+# ------------------------------------------------------------------------------ layout mapping
+class Layout(NamedTuple):
+    """A column-major matrix as cuBLASLt sees it."""
+
+    rows: int
+    cols: int
+    ld: int
+
+
+@dataclass(frozen=True)
+class LtProblem:
+    """The column-major problem handed to cuBLASLt for a row-major D = A @ B problem."""
+
+    m: int          # cuBLASLt's m (= our N)
+    n: int          # cuBLASLt's n (= our M)
+    k: int
+    a: Layout       # cuBLASLt's A: our B
+    b: Layout       # cuBLASLt's B: our A
+    c: Layout
+    d: Layout
+    bias_len: int   # rows of cuBLASLt's D (= our N)
+
+
+def lt_problem(m: int, n: int, k: int, lda: int, ldb: int, ldc: int, ldd: int) -> LtProblem:
+    """Swap a row-major M x N x K problem into cuBLASLt's column-major one (see module docstring)."""
+    m, n, k, lda, ldb, ldc, ldd = (int(v) for v in (m, n, k, lda, ldb, ldc, ldd))
+    if min(m, n, k) < 1:
+        raise ShapeError(f"cuBLASLt: M, N, K must be positive, got {m}x{n}x{k}")
+    for name, ld, least in (("lda", lda, k), ("ldb", ldb, n), ("ldc", ldc, n), ("ldd", ldd, n)):
+        if ld < least:
+            raise ShapeError(f"cuBLASLt: {name}={ld} < {least} for row-major {m}x{n}x{k}")
+    return LtProblem(m=n, n=m, k=k,
+                     a=Layout(n, k, ldb), b=Layout(k, m, lda),
+                     c=Layout(n, m, ldc), d=Layout(n, m, ldd), bias_len=n)
+
+
+def lt_pointers(a, b, c, d) -> tuple:
+    """Our (A, B, C, D) -> the (A, B, C, D) arguments of cublasLtMatmul: A and B swap."""
+    return b, a, c, d
+
+
+# --------------------------------------------------------------------------- NumPy references
+def act_reference(x: np.ndarray, act: str, gelu_form: str = GELU_FORM) -> np.ndarray:
+    """The activation in float64 (``gelu_form`` 'tanh' or 'erf'; 'erf' is slow on large arrays)."""
+    x = np.asarray(x, dtype=np.float64)
+    if check_act(act) == "none":
+        return x.copy()
+    if act == "relu":
+        return np.maximum(x, 0.0)
+    if gelu_form == "tanh":
+        return 0.5 * x * (1.0 + np.tanh(GELU_SQRT_2_OVER_PI * (x + GELU_CUBIC * x ** 3)))
+    if gelu_form == "erf":
+        erf = np.frompyfunc(math.erf, 1, 1)
+        return 0.5 * x * (1.0 + np.asarray(erf(x / math.sqrt(2.0)), dtype=np.float64))
+    raise LabError(f"GELU form '{gelu_form}' is not 'tanh' or 'erf'")
+
+
+def reference(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, bias: np.ndarray | None,
+              alpha: float, beta: float, act: str, gelu_form: str = GELU_FORM) -> np.ndarray:
+    """act(alpha * A @ B + beta * C + bias) in float64 for row-major A (M x K), B (K x N)."""
+    out = alpha * (np.asarray(a, np.float64) @ np.asarray(b, np.float64))
+    if c is not None and beta != 0.0:
+        out += beta * np.asarray(c, np.float64)
+    if bias is not None:
+        out += np.asarray(bias, np.float64)[None, :]
+    return act_reference(out, act, gelu_form)
+
+
+# ----------------------------------------------------------------------- nvmath binding helpers
+def _set_attr(setter, dtype_of, obj: int, attr, value: int) -> None:
+    buf = np.array([int(value)], dtype=dtype_of(attr))
+    setter(obj, int(attr), buf.ctypes.data, buf.nbytes)
+
+
+def _get_attr(getter, dtype_of, obj: int, attr) -> int:
+    buf = np.zeros(1, dtype=dtype_of(attr))
+    written = np.zeros(1, dtype=np.uint64)
+    getter(obj, int(attr), buf.ctypes.data, buf.nbytes, written.ctypes.data)
+    return int(buf[0])
+
+
+def _enum_name(enum_cls, value: int) -> str | int:
+    try:
+        return enum_cls(value).name
+    except ValueError:
+        return value
+
+
+@dataclass
+class _Plan:
+    """Matrix layouts and chosen algorithm for one set of leading dimensions."""
+
+    problem: LtProblem
+    a: int = 0
+    b: int = 0
+    c: int = 0
+    d: int = 0
+    results: np.ndarray | None = None  # heuristic results; algo_ptr points into it
+    algo_ptr: int = 0
+    info: dict = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- fused epilogue
+class CublasLtEpilogue:
+    """D = act(alpha * A @ B + beta * C + bias) for row-major float32 with one cublasLtMatmul call.
+
+    Created per shape: the algorithm is chosen in ``__init__`` by the cuBLASLt heuristic for the
+    packed leading dimensions (lda=K, ldb=N, ldc=ldd=N) unless others are given; a call with other
+    leading dimensions chooses (once, then cached) an algorithm for those. ``algo_info`` describes
+    the algorithm of the most recently planned leading dimensions.
+    """
+
+    def __init__(self, stream, *, m: int, n: int, k: int, act: str, bias: bool,
+                 workspace_bytes: int = 32 << 20, lda: int | None = None, ldb: int | None = None,
+                 ldc: int | None = None, ldd: int | None = None):
+        self.m, self.n, self.k = int(m), int(n), int(k)
+        self.act = check_act(act)
+        self.has_bias = bool(bias)
+        self.epilogue = epilogue_name(act, bias)
+        self.workspace_bytes = int(workspace_bytes)
+        if self.workspace_bytes < 0:
+            raise LabError(f"cuBLASLt: workspace_bytes must be >= 0, got {workspace_bytes}")
+        lt_problem(self.m, self.n, self.k, self.k, self.n, self.n, self.n)  # ShapeError first
+        self.stream = stream
+        self._stream_handle = 0 if stream is None else int(stream.handle)
+        self._lt = None
+        self.handle = self.desc = self.pref = 0
+        self.workspace = None
+        self._bias_placeholder = None
+        self._plans: dict[tuple[int, int, int, int], _Plan] = {}
+        self._alpha = np.zeros(1, np.float32)  # host pointer mode: read during the call
+        self._beta = np.zeros(1, np.float32)
+        self.algo_info: dict = {}
+        self.version = None
+        try:
+            self._setup()
+            self._plan(lda or self.k, ldb or self.n, ldc or self.n, ldd or self.n)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def label(self) -> str:
+        return f"{self.m}x{self.n}x{self.k} {self.epilogue}"
+
+    # ---------------------------------------------------------------------------- setup
+    def _setup(self) -> None:
+        from . import gpu
+
+        cuda = gpu.driver()
+        refuse_non_strict_env()
+        import nvmath
+        from nvmath.bindings import cublas
+        from nvmath.bindings import cublasLt as lt
+
+        self._lt = lt
+        r32f = int(nvmath.CudaDataType.CUDA_R_32F)
+        compute = int(cublas.ComputeType.COMPUTE_32F)
+        self._r32f = r32f
+        self.version = int(lt.get_version())
+        self.handle = lt.create()
+
+        da = lt.MatmulDescAttribute
+        self.desc = lt.matmul_desc_create(compute, r32f)
+        self._desc_set(da.TRANSA, cublas.Operation.N)
+        self._desc_set(da.TRANSB, cublas.Operation.N)
+        self._desc_set(da.POINTER_MODE, lt.PointerMode.HOST)
+        self._desc_set(da.EPILOGUE, lt.Epilogue[self.epilogue])
+        if self.has_bias:
+            self._desc_set(da.BIAS_DATA_TYPE, r32f)
+        got_compute = self._desc_get(da.COMPUTE_TYPE)
+        got_scale = self._desc_get(da.SCALE_TYPE)
+        if got_compute != compute or got_scale != r32f:
+            raise LabError(f"cuBLASLt {self.label}: descriptor has compute type "
+                           f"{_enum_name(cublas.ComputeType, got_compute)} and scale type {got_scale}, "
+                           f"not strict FP32 (COMPUTE_32F, CUDA_R_32F)")
+        self.compute_type = cublas.ComputeType(got_compute).name
+
+        pa = lt.MatmulPreferenceAttribute
+        self.pref = lt.matmul_preference_create()
+        self._pref_set(pa.MAX_WORKSPACE_BYTES, self.workspace_bytes)
+        for attr in (pa.MIN_ALIGNMENT_A_BYTES, pa.MIN_ALIGNMENT_B_BYTES,
+                     pa.MIN_ALIGNMENT_C_BYTES, pa.MIN_ALIGNMENT_D_BYTES):
+            self._pref_set(attr, ALIGN_BYTES)
+
+        if self.workspace_bytes:
+            # a little slack past the size cuBLASLt is told about (nvmath-python pads epilogue
+            # workspaces by 16 bytes to work around a library issue)
+            self.workspace = cuda.mem_alloc(self.workspace_bytes + ALIGN_BYTES)
+        if self.has_bias:
+            # the heuristic sees a valid bias pointer; each call sets the real one
+            self._bias_placeholder = cuda.mem_alloc(max(4 * self.n, ALIGN_BYTES))
+            self._bias_ptr = int(self._bias_placeholder)
+            self._desc_set(da.BIAS_POINTER, self._bias_ptr)
+        else:
+            self._bias_ptr = 0
+
+    def _desc_set(self, attr, value: int) -> None:
+        lt = self._lt
+        _set_attr(lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype, self.desc, attr, value)
+
+    def _desc_get(self, attr) -> int:
+        lt = self._lt
+        return _get_attr(lt.matmul_desc_get_attribute, lt.get_matmul_desc_attribute_dtype, self.desc, attr)
+
+    def _pref_set(self, attr, value: int) -> None:
+        lt = self._lt
+        _set_attr(lt.matmul_preference_set_attribute, lt.get_matmul_preference_attribute_dtype,
+                  self.pref, attr, value)
+
+    def _algo_cap(self, algo_ptr: int, attr) -> int:
+        lt = self._lt
+        return _get_attr(lt.matmul_algo_cap_get_attribute, lt.get_matmul_algo_cap_attribute_dtype,
+                         algo_ptr, attr)
+
+    def _algo_config(self, algo_ptr: int, attr) -> int:
+        lt = self._lt
+        return _get_attr(lt.matmul_algo_config_get_attribute, lt.get_matmul_algo_config_attribute_dtype,
+                         algo_ptr, attr)
+
+    # ----------------------------------------------------------------------------- plans
+    def _plan(self, lda: int, ldb: int, ldc: int, ldd: int) -> _Plan:
+        lt = self._lt
+        key = (int(lda), int(ldb), int(ldc), int(ldd))
+        prob = lt_problem(self.m, self.n, self.k, *key)
+        plan = _Plan(prob)
+        self._plans[key] = plan  # registered first, so that close() frees a partial plan
+        try:
+            plan.a = lt.matrix_layout_create(self._r32f, prob.a.rows, prob.a.cols, prob.a.ld)
+            plan.b = lt.matrix_layout_create(self._r32f, prob.b.rows, prob.b.cols, prob.b.ld)
+            plan.c = lt.matrix_layout_create(self._r32f, prob.c.rows, prob.c.cols, prob.c.ld)
+            plan.d = lt.matrix_layout_create(self._r32f, prob.d.rows, prob.d.cols, prob.d.ld)
+            self._choose_algo(plan, key)
+        except BaseException:
+            self._destroy_plan(self._plans.pop(key))
+            raise
+        self.algo_info = plan.info
+        return plan
+
+    def _heuristic(self, plan: _Plan, impl_mask: int) -> tuple[np.ndarray, int]:
+        lt = self._lt
+        self._pref_set(lt.MatmulPreferenceAttribute.IMPL_MASK, impl_mask)
+        results = np.zeros(HEURISTIC_CANDIDATES, dtype=lt.matmul_heuristic_result_dtype)
+        count = np.zeros(1, dtype=np.int32)
+        try:
+            lt.matmul_algo_get_heuristic(self.handle, self.desc, plan.a, plan.b, plan.c, plan.d,
+                                         self.pref, HEURISTIC_CANDIDATES, results.ctypes.data,
+                                         count.ctypes.data)
+        except lt.cuBLASLtError:  # CUBLAS_STATUS_NOT_SUPPORTED when nothing fits
+            return results, 0
+        return results, int(count[0])
+
+    def _choose_algo(self, plan: _Plan, key) -> None:
+        lt = self._lt
+        results, found = self._heuristic(plan, STRICT_FP32_IMPL_MASK)
+        mask_applied = True
+        if found == 0:
+            # in case this cuBLASLt reads the mask differently: ask again unfiltered, and rely on
+            # the per-algorithm check below
+            results, found = self._heuristic(plan, IMPL_ALL)
+            mask_applied = False
+        if found == 0:
+            raise LabError(f"cuBLASLt {self.label} (lda, ldb, ldc, ldd = {key}): the heuristic "
+                           f"returned no algorithm within {self.workspace_bytes} B of workspace")
+        names = results.dtype.names or ()
+        rejected = []
+        for i in range(found):
+            if "state" in names and int(results["state"][i]) != 0:
+                continue
+            algo_ptr = self.algo_ptr_of(results, i)
+            try:
+                flags = self._algo_cap(algo_ptr, lt.MatmulAlgoCapAttribute.NUMERICAL_IMPL_FLAGS)
+            except (lt.cuBLASLtError, ValueError):
+                flags = 0
+            if not is_strict_fp32_impl(flags):
+                rejected.append(hex(flags))
+                continue
+            plan.results, plan.algo_ptr = results, algo_ptr
+            plan.info = self._describe(results, i, found, flags, mask_applied)
+            return
+        raise LabError(f"cuBLASLt {self.label}: none of the {found} algorithms offered is strict FP32 "
+                       f"(numerical impl flags {', '.join(rejected) or 'unavailable'})")
+
+    def _describe(self, results: np.ndarray, i: int, found: int, flags: int, mask_applied: bool) -> dict:
+        lt = self._lt
+        names = results.dtype.names or ()
+        info = {"epilogue": self.epilogue, "compute_type": self.compute_type, "candidates": found,
+                "rank": i, "impl_flags": hex(flags), "impl_mask_applied": mask_applied,
+                "workspace_limit_bytes": self.workspace_bytes}
+        if "workspace_size" in names:
+            info["workspace_bytes"] = int(results["workspace_size"][i])
+        if "waves_count" in names:
+            info["waves_count"] = round(float(results["waves_count"][i]), 4)
+        ca = lt.MatmulAlgoConfigAttribute
+        fields = (("algo_id", ca.ID, None), ("tile", ca.TILE_ID, lt.MatmulTile),
+                  ("stages", ca.STAGES_ID, lt.MatmulStages), ("splitk", ca.SPLITK_NUM, None))
+        for name, attr, enum_cls in fields:
+            try:
+                value = self._algo_config(self.algo_ptr_of(results, i), attr)
+            except (lt.cuBLASLtError, ValueError):
+                continue
+            info[name] = _enum_name(enum_cls, value) if enum_cls is not None else value
+        return info
+
+    @staticmethod
+    def algo_ptr_of(results: np.ndarray, i: int) -> int:
+        """Address of result i's cublasLtMatmulAlgo_t inside the heuristic results array."""
+        return results.ctypes.data + i * results.itemsize + results.dtype.fields["algo"][1]
+
+    # ----------------------------------------------------------------------------- launch
+    def __call__(self, alpha: float, a, lda: int, b, ldb: int, beta: float, c, ldc: int,
+                 bias, d, ldd: int) -> None:
+        """Enqueue D = act(alpha*A@B + beta*C + bias) on the stream. Pointers: ints or pycuda
+        allocations; ``c`` None means C is D (in place, ldc = ldd)."""
+        d_ptr = int(d)
+        if c is None:
+            c_ptr, ldc = d_ptr, ldd
+        else:
+            c_ptr = int(c)
+            if c_ptr == d_ptr and int(ldc) != int(ldd):
+                raise LabError(f"cuBLASLt {self.label}: C and D share memory but ldc={ldc} != ldd={ldd}")
+        a_ptr, b_ptr = int(a), int(b)
+        key = (int(lda), int(ldb), int(ldc), int(ldd))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plan(*key)
+        for name, ptr in (("A", a_ptr), ("B", b_ptr), ("C", c_ptr), ("D", d_ptr)):
+            if ptr % ALIGN_BYTES:
+                raise LabError(f"cuBLASLt {self.label}: {name} at {ptr:#x} is not {ALIGN_BYTES}-byte aligned")
+        if self.has_bias:
+            if bias is None:
+                raise LabError(f"cuBLASLt {self.label}: the epilogue needs a bias vector")
+            bias_ptr = int(bias)
+            if bias_ptr != self._bias_ptr:
+                self._desc_set(self._lt.MatmulDescAttribute.BIAS_POINTER, bias_ptr)
+                self._bias_ptr = bias_ptr
+        elif bias is not None:
+            raise LabError(f"cuBLASLt {self.label}: built without bias but a bias was given")
+        self._alpha[0], self._beta[0] = alpha, beta
+        lt_a, lt_b, lt_c, lt_d = lt_pointers(a_ptr, b_ptr, c_ptr, d_ptr)
+        ws = int(self.workspace) if self.workspace is not None else 0
+        self._lt.matmul(self.handle, self.desc, self._alpha.ctypes.data, lt_a, plan.a, lt_b, plan.b,
+                        self._beta.ctypes.data, lt_c, plan.c, lt_d, plan.d, plan.algo_ptr,
+                        ws, self.workspace_bytes if ws else 0, self._stream_handle)
+
+    # ----------------------------------------------------------------------------- cleanup
+    def _destroy_plan(self, plan: _Plan) -> None:
+        for name in ("a", "b", "c", "d"):
+            handle = getattr(plan, name)
+            if handle:
+                self._lt.matrix_layout_destroy(handle)
+                setattr(plan, name, 0)
+        plan.results, plan.algo_ptr = None, 0
+
+    def close(self) -> None:
+        """Destroy every cuBLASLt object and free the device buffers (idempotent)."""
+        lt = self._lt
+        if lt is not None:
+            for plan in self._plans.values():
+                self._destroy_plan(plan)
+            self._plans.clear()
+            if self.pref:
+                lt.matmul_preference_destroy(self.pref)
+                self.pref = 0
+            if self.desc:
+                lt.matmul_desc_destroy(self.desc)
+                self.desc = 0
+            if self.handle:
+                lt.destroy(self.handle)
+                self.handle = 0
+        buffers = [buf for buf in (self.workspace, self._bias_placeholder) if buf is not None]
+        if buffers:  # no enqueued matmul may still use the workspace
+            if self.stream is not None:
+                self.stream.synchronize()
+            else:
+                from . import gpu
+
+                gpu.driver().Context.synchronize()
+        for buf in buffers:
+            buf.free()
+        self.workspace = self._bias_placeholder = None
+
+    def __enter__(self) -> "CublasLtEpilogue":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# ------------------------------------------------------------------- unfused baseline
+_BIAS_ACT_SOURCE = r"""
+// D[r][c] = act(D[r][c] + bias[c]) in place, for a row-major M x N float matrix with leading
+// dimension ldd; bias (length N) may be nullptr. ACT: 0 none, 1 relu, 2 gelu (tanh form).
+#ifndef ACT
+#define ACT 0
+#endif
+#if ACT != 0 && ACT != 1 && ACT != 2
+#error "ACT must be 0 (none), 1 (relu) or 2 (gelu, tanh form)"
+#endif
+
+__device__ __forceinline__ float apply_act(float x)
+{
+#if ACT == 1
+    return fmaxf(x, 0.0f);
+#elif ACT == 2
+    const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+#else
+    return x;
+#endif
+}
+
+// Grid-stride loop over the M*N elements in row-major order. The (row, col) of a thread's element
+// advances by a fixed (stride / N, stride % N) per step, so there is no division in the loop.
+extern "C" __global__ void bias_act(int M, int N, const float* __restrict__ bias, float* D, int ldd)
+{
+    if (M <= 0 || N <= 0) return;
+    const unsigned int n = (unsigned int)N;
+    const unsigned int rows = (unsigned int)M;
+    const unsigned int first = blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned int stride = gridDim.x * blockDim.x;
+    const unsigned int step_rows = stride / n;
+    const unsigned int step_cols = stride - step_rows * n;
+    unsigned int row = first / n;
+    unsigned int col = first - row * n;
+    while (row < rows) {
+        float* p = D + (size_t)row * (size_t)ldd + col;
+        float v = *p;
+        if (bias != nullptr) v += __ldg(bias + col);
+        *p = apply_act(v);
+        col += step_cols;
+        row += step_rows;
+        if (col >= n) {
+            col -= n;
+            ++row;
+        }
+    }
+}
+"""
+
+
+def bias_act_source() -> str:
+    """CUDA source of ``bias_act`` (compile with -DACT=0|1|2, see ACT_CODES)."""
+    return _BIAS_ACT_SOURCE
+
+
+def bias_act_blocks(m: int, n: int, max_blocks: int = BIAS_ACT_MAX_BLOCKS) -> int:
+    """Blocks of BIAS_ACT_THREADS threads for an M x N matrix: one element per thread up to a cap."""
+    return min(-(-(int(m) * int(n)) // BIAS_ACT_THREADS), int(max_blocks))
+
+
+class CublasPlusBiasAct:
+    """Unfused baseline: cuBLAS SGEMM (``gpu.CublasLauncher``, C = alpha*A@B + beta*C for packed
+    row-major data) followed by the bias_act kernel on C, both on the launcher's stream.
+
+    With act 'none' and no bias the second kernel would change nothing and is not launched.
+    """
+
+    def __init__(self, stream, *, act: str, max_blocks: int = BIAS_ACT_MAX_BLOCKS):
+        from . import gpu
+
+        cuda = gpu.driver()
+        from pycuda.compiler import SourceModule
+
+        self.act = check_act(act)
+        self.act_code = ACT_CODES[act]
+        self.max_blocks = int(max_blocks)
+        self.stream = stream
+        self.gemm = gpu.CublasLauncher(stream)
+        try:
+            self.options = ["-O3", f"-DACT={self.act_code}"]
+            try:
+                self.module = SourceModule(bias_act_source(), options=self.options, no_extern_c=True)
+            except cuda.CompileError as exc:
+                first = next((ln.strip() for ln in (exc.stderr or "").splitlines() if "error" in ln), "see log")
+                raise CompileError(f"bias_act (ACT={self.act_code}): nvcc failed: {first}",
+                                   f"{exc}\n{exc.stderr or ''}") from None
+            self.func = self.module.get_function("bias_act")
+            self.func.prepare("iiPPi")
+        except BaseException:
+            self.gemm.close()
+            raise
+        self.version = self.gemm.version
+        self.math_mode = self.gemm.math_mode
+
+    def __call__(self, shape, alpha: float, a, b, beta: float, c, bias, stream) -> None:
+        if stream is not self.stream and getattr(stream, "handle", None) != getattr(self.stream, "handle", None):
+            raise LabError("cuBLAS + bias_act: called on a different stream than the one it was built for")
+        self.gemm(shape, alpha, a, b, beta, c, stream)
+        if self.act_code == 0 and bias is None:
+            return
+        blocks = bias_act_blocks(shape.m, shape.n, self.max_blocks)
+        if blocks <= 0:
+            return
+        self.func.prepared_async_call((blocks, 1), (BIAS_ACT_THREADS, 1, 1), stream,
+                                      int(shape.m), int(shape.n), 0 if bias is None else int(bias),
+                                      int(c), int(shape.n))
+
+    def close(self) -> None:
+        self.gemm.close()
+
+    def __enter__(self) -> "CublasPlusBiasAct":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

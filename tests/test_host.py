@@ -1,0 +1,84 @@
+"""Host (CPU) stages and the NumPy baseline run for real here: compiled with cc, verified like GPU stages."""
+
+import shutil
+
+import numpy as np
+import pytest
+
+from sgemm_lab import host, runners
+from sgemm_lab.config import Shape
+from sgemm_lab.errors import CompileError
+
+
+@pytest.fixture
+def host_specs(lab):
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    return [k for k in lab.kernels if k.backend == "host"]
+
+
+@pytest.mark.parametrize("shape", [Shape(m=64, n=48, k=80), Shape(m=1, n=7, k=3), Shape(m=33, n=1, k=65)])
+def test_host_stages_verify(lab, host_specs, tmp_path, shape):
+    assert host_specs, "the default config has host stages"
+    for spec in host_specs:
+        lib, cmd, _ = host.compile_shared(spec, lab.cpu.cflags)
+        (tmp_path / f"{spec.id}.so").write_bytes(lib)
+        runner = runners.make_runner(lab, spec.id, spec, tmp_path / f"{spec.id}.so")
+        rows = runner.check(shape, seed=11)
+        assert [r["mode"] for r in rows] == ["beta", "beta0_poisoned"]
+        assert all(r["passed"] for r in rows), rows
+
+
+def test_numpy_baseline_verifies_and_times(lab):
+    runner = runners.make_runner(lab, "numpy", None, None)
+    assert all(r["passed"] for r in runner.check(Shape(m=40, n=30, k=20), seed=3))
+    row = runner.bench(Shape(m=64, n=64, k=64), 5, runners.TimingSettings(warmup_ms=1, target_ms=1, min_reps=3,
+                                                                          max_reps=5))
+    assert row["verified"] and row["reps"] >= lab.cpu.min_reps and row["tflops"] > 0
+    assert row["min_ms"] <= row["median_ms"] <= row["max_ms"]
+    assert "CPU library limited" in runner.skip_reason(Shape(m=4096, n=64, k=64))
+
+
+def test_a_wrong_host_kernel_is_caught(lab, tmp_path, monkeypatch):
+    """A plausible bug (alpha applied to beta*C too) fails verification."""
+    from sgemm_lab import config as cfgmod
+
+    src = tmp_path / "kernels"
+    src.mkdir()
+    (src / "00_bad.c").write_text(
+        "void bad(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C) {\n"
+        "  for (int i = 0; i < M; ++i) for (int j = 0; j < N; ++j) { float s = 0;\n"
+        "    for (int k = 0; k < K; ++k) s += A[i*K+k] * B[k*N+j];\n"
+        "    C[i*N+j] = alpha * (s + (beta == 0 ? 0 : beta * C[i*N+j])); } }\n")
+    monkeypatch.setattr(cfgmod, "KERNEL_DIR", src)
+    spec = cfgmod.KernelSpec(id="00_bad", title="bad", source="00_bad.c", entry="bad", geometry="host",
+                             backend="host", shapes="any", max_dim=1024)
+    lib, _, _ = host.compile_shared(spec, lab.cpu.cflags)
+    (tmp_path / "bad.so").write_bytes(lib)
+    rows = runners.make_runner(lab, spec.id, spec, tmp_path / "bad.so").check(Shape(m=32, n=32, k=32), seed=1)
+    assert not rows[0]["passed"] and "relative error" in rows[0]["reason"]
+    assert rows[1]["passed"]  # beta = 0: the bug is invisible, which is why both runs exist
+
+
+def test_host_compile_errors_are_one_line(lab, tmp_path, monkeypatch):
+    from sgemm_lab import config as cfgmod
+
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    (tmp_path / "00_x.c").write_text("void f( {\n")
+    monkeypatch.setattr(cfgmod, "KERNEL_DIR", tmp_path)
+    spec = cfgmod.KernelSpec(id="00_x", title="x", source="00_x.c", entry="f", geometry="host", backend="host")
+    with pytest.raises(CompileError) as err:
+        host.compile_shared(spec, lab.cpu.cflags)
+    assert str(err.value).startswith("kernel 00_x: C compiler failed:") and "\n" not in str(err.value)
+    assert "error" in err.value.args[1]
+
+
+def test_host_launcher_rejects_wrong_arrays(lab, host_specs, tmp_path):
+    spec = host_specs[0]
+    lib, _, _ = host.compile_shared(spec, lab.cpu.cflags)
+    (tmp_path / "h.so").write_bytes(lib)
+    launch = host.HostLauncher(spec, tmp_path / "h.so")
+    a = np.ones((4, 4), np.float64)
+    with pytest.raises(ValueError, match="float32"):
+        launch(Shape(m=4, n=4, k=4), 1.0, a, a, 0.0, a)
