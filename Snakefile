@@ -17,6 +17,7 @@ include: "workflow/rules/build.smk"
 include: "workflow/rules/check.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/sweep.smk"
+include: "workflow/rules/epilogue.smk"
 include: "workflow/rules/report.smk"
 
 

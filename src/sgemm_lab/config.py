@@ -70,6 +70,7 @@ class KernelSpec:
     sweep: Mapping[str, tuple[int, ...]] = field(default_factory=lambda: _frozen({}))
     sweep_axes: tuple[str, ...] = ()
     tune_from: tuple[str, ...] = ()
+    signature: str = "gemm"
     max_dim: int | None = None  # host stages: shapes with a larger dimension are skipped
 
     @property
@@ -125,6 +126,13 @@ class SweepSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class EpilogueSettings:
+    shapes: tuple[Shape, ...]
+    padded_shape: Shape
+    acts: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
 class LabConfig:
     run: str
     seed: int | None
@@ -133,9 +141,14 @@ class LabConfig:
     bench: BenchSettings
     cpu: CpuSettings
     sweep: SweepSettings
+    epilogue: EpilogueSettings
     cublas: bool
     numpy: bool
     kernels: tuple[KernelSpec, ...]
+
+    @property
+    def fused(self) -> tuple[KernelSpec, ...]:
+        return tuple(k for k in self.kernels if k.signature == "fused")
 
     @property
     def swept(self) -> tuple[KernelSpec, ...]:
@@ -240,6 +253,7 @@ def from_dict(raw: Mapping[str, Any], *, source: str = "config") -> LabConfig:
             sweep=_frozen(sweep),
             sweep_axes=tuple(k.get("sweep_axes") or list(sweep)[:2]),
             tune_from=tuple(k.get("tune_from", ())),
+            signature=k["signature"],
             max_dim=cfg["cpu"]["max_dim"] if k["backend"] == "host" else None,
         )
         try:
@@ -273,6 +287,9 @@ def from_dict(raw: Mapping[str, Any], *, source: str = "config") -> LabConfig:
         sweep=SweepSettings(shape=Shape.of(cfg["sweep"]["shape"]), warmup_ms=float(cfg["sweep"]["warmup_ms"]),
                             target_ms=float(cfg["sweep"]["target_ms"]), min_reps=cfg["sweep"]["min_reps"],
                             max_reps=max(cfg["sweep"]["max_reps"], cfg["sweep"]["min_reps"]), jobs=cfg["sweep"]["jobs"]),
+        epilogue=EpilogueSettings(shapes=tuple(Shape.of(x) for x in cfg["epilogue"]["shapes"]),
+                                  padded_shape=Shape.of(cfg["epilogue"]["padded_shape"]),
+                                  acts=tuple(cfg["epilogue"]["acts"])),
         cublas=bool(cfg["baseline"]["cublas"]),
         numpy=bool(cfg["baseline"]["numpy"]),
         kernels=tuple(kernels),

@@ -199,7 +199,11 @@ def reference(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, bias: np.ndarr
 
 # ----------------------------------------------------------------------- nvmath binding helpers
 def _set_attr(setter, dtype_of, obj: int, attr, value: int) -> None:
-    buf = np.array([int(value)], dtype=dtype_of(attr))
+    dtype = np.dtype(dtype_of(attr))
+    value = int(value)
+    if dtype.kind == "i" and value >= 1 << (8 * dtype.itemsize - 1):
+        value -= 1 << (8 * dtype.itemsize)  # same bits in a signed field (64-bit masks)
+    buf = np.array([value], dtype=dtype)
     setter(obj, int(attr), buf.ctypes.data, buf.nbytes)
 
 
@@ -368,7 +372,7 @@ class CublasLtEpilogue:
         self.algo_info = plan.info
         return plan
 
-    def _heuristic(self, plan: _Plan, impl_mask: int) -> tuple[np.ndarray, int]:
+    def _heuristic(self, plan: _Plan, impl_mask: int) -> tuple[np.ndarray, int, str]:
         lt = self._lt
         self._pref_set(lt.MatmulPreferenceAttribute.IMPL_MASK, impl_mask)
         results = np.zeros(HEURISTIC_CANDIDATES, dtype=lt.matmul_heuristic_result_dtype)
@@ -377,22 +381,22 @@ class CublasLtEpilogue:
             lt.matmul_algo_get_heuristic(self.handle, self.desc, plan.a, plan.b, plan.c, plan.d,
                                          self.pref, HEURISTIC_CANDIDATES, results.ctypes.data,
                                          count.ctypes.data)
-        except lt.cuBLASLtError:  # CUBLAS_STATUS_NOT_SUPPORTED when nothing fits
-            return results, 0
-        return results, int(count[0])
+        except lt.cuBLASLtError as exc:  # CUBLAS_STATUS_NOT_SUPPORTED when nothing fits
+            return results, 0, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return results, int(count[0]), "0 results"
 
     def _choose_algo(self, plan: _Plan, key) -> None:
         lt = self._lt
-        results, found = self._heuristic(plan, STRICT_FP32_IMPL_MASK)
+        results, found, why = self._heuristic(plan, STRICT_FP32_IMPL_MASK)
         mask_applied = True
         if found == 0:
             # in case this cuBLASLt reads the mask differently: ask again unfiltered, and rely on
             # the per-algorithm check below
-            results, found = self._heuristic(plan, IMPL_ALL)
+            results, found, why = self._heuristic(plan, IMPL_ALL)
             mask_applied = False
         if found == 0:
             raise LabError(f"cuBLASLt {self.label} (lda, ldb, ldc, ldd = {key}): the heuristic "
-                           f"returned no algorithm within {self.workspace_bytes} B of workspace")
+                           f"returned no algorithm within {self.workspace_bytes} B of workspace ({why})")
         names = results.dtype.names or ()
         rejected = []
         for i in range(found):

@@ -85,8 +85,40 @@ def device_info() -> DeviceInfo:
     )
 
 
+class _Nvml:
+    """The current SM clock through NVML (the driver's libnvidia-ml), read in microseconds.
+
+    nvidia-smi gives the same number but takes ~0.1 s per call; timing code reads it twice per point.
+    """
+
+    _lib = None
+
+    @classmethod
+    def clock(cls, pci_bus_id: str) -> int | None:
+        import ctypes
+
+        try:
+            if cls._lib is None:
+                lib = ctypes.CDLL("libnvidia-ml.so.1")
+                if lib.nvmlInit_v2() != 0:
+                    return None
+                cls._lib = lib
+            handle = ctypes.c_void_p()
+            if cls._lib.nvmlDeviceGetHandleByPciBusId_v2(pci_bus_id.encode(), ctypes.byref(handle)) != 0:
+                return None
+            mhz = ctypes.c_uint()
+            if cls._lib.nvmlDeviceGetClockInfo(handle, 1, ctypes.byref(mhz)) != 0:  # 1 = NVML_CLOCK_SM
+                return None
+            return int(mhz.value)
+        except OSError:
+            return None
+
+
 def sm_clock_mhz(pci_bus_id: str) -> int | None:
-    """Current SM clock from nvidia-smi (None when it is unavailable)."""
+    """Current SM clock in MHz (NVML, else nvidia-smi; None when neither is available)."""
+    fast = _Nvml.clock(pci_bus_id)
+    if fast is not None:
+        return fast
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
@@ -138,7 +170,8 @@ class KernelLauncher:
             self.func = self.module.get_function(spec.entry)
         except cuda.LogicError:
             raise CompileError(f"kernel {spec.id}: entry '{spec.entry}' not found in {spec.source}") from None
-        self.func.prepare("iiifPPfP")
+        self.fused = spec.signature == "fused"
+        self.func.prepare("iiifPiPifPiPPi" if self.fused else "iiifPPfP")
         if spec.dynamic_shared:
             smem = geometry.shared_bytes(spec)
             if smem > 48 * 1024:  # above 48 KiB a kernel must opt in to more dynamic shared memory
@@ -170,9 +203,25 @@ class KernelLauncher:
             raise CompileError(f"kernel {self.spec.id}: {problem}")
 
     def __call__(self, shape: Shape, alpha: float, a, b, beta: float, c, stream) -> None:
+        """C = alpha*A@B + beta*C on packed row-major data (a fused kernel: no bias, D = C)."""
+        if self.fused:
+            self.fused_call(shape, alpha, a, shape.k, b, shape.n, beta, c, shape.n, 0, c, shape.n, stream)
+            return
         launch = geometry.plan(self.spec, shape)  # ShapeError before anything runs
         self.func.prepared_async_call(launch.grid, launch.block, stream,
                                       shape.m, shape.n, shape.k, alpha, a, b, beta, c,
+                                      shared_size=launch.shared_bytes)
+
+    def fused_call(self, shape: Shape, alpha: float, a, lda: int, b, ldb: int, beta: float, c, ldc: int,
+                   bias, d, ldd: int, stream) -> None:
+        """D = act(alpha*A@B + beta*C + bias) with leading dimensions (bias 0 = none)."""
+        if not self.fused:
+            raise LabError(f"kernel {self.spec.id} has no fused-epilogue entry (signature gemm)")
+        if lda < shape.k or ldb < shape.n or ldc < shape.n or ldd < shape.n:
+            raise LabError(f"kernel {self.spec.id}: leading dimensions {lda}, {ldb}, {ldc}, {ldd} too small for {shape}")
+        launch = geometry.plan(self.spec, shape)
+        self.func.prepared_async_call(launch.grid, launch.block, stream, shape.m, shape.n, shape.k, alpha,
+                                      a, lda, b, ldb, beta, c, ldc, int(bias), d, ldd,
                                       shared_size=launch.shared_bytes)
 
 

@@ -135,6 +135,29 @@ def cpu_table(cfg: LabConfig, ok: pd.DataFrame) -> str | None:
             "CPU implementation:\n\n" + md_table(["stage", "GFLOP/s"] + [f"vs `{c}`" for c in refs], rows))
 
 
+def epilogue_table(df: pd.DataFrame) -> str:
+    """D = act(alpha*A@B + beta*C + bias): the stage vs cuBLASLt's epilogue vs cuBLAS + a separate kernel."""
+    timed = df[~df["padded"]] if len(df) else df
+    rows = []
+    for (m, n, k, act), g in timed.groupby(["m", "n", "k", "act"], sort=False):
+        best = g[g.verified == True]["tflops"].max()  # noqa: E712
+        for r in g.itertuples():
+            mark = "" if r.verified else f" ✗ ({r.reason})"
+            rows.append([shape_label(m, n, k), act, f"`{r.implementation}`", f"{r.tflops:.2f}{mark}",
+                         f"{r.median_ms:.3f}", f"{100 * r.tflops / best:.0f}%" if best == best else "–"])
+    padded = df[df["padded"]] if len(df) else df
+    pad_line = ""
+    if len(padded):
+        p = padded.iloc[0]
+        ok = padded.groupby("implementation").verified.all()
+        pad_line = (f"\n\nPadded leading dimensions (lda={int(p.lda)}, ldb={int(p.ldb)}, ldc={int(p.ldc)}, "
+                    f"ldd={int(p.ldd)}, NaN in the padding) at {shape_label(p.m, p.n, p.k)}, every activation: "
+                    + ", ".join(f"`{i}` {'verified' if v else '**FAIL**'}" for i, v in ok.items()) + ".")
+    return ("Fused epilogue D = act(alpha·A@B + beta·C + bias), bias per column, against cuBLASLt's epilogue "
+            "and cuBLAS followed by a separate bias + activation kernel (all verified against float64):\n\n"
+            + md_table(["shape", "act", "implementation", "TFLOP/s", "median ms", "of best"], rows) + pad_line)
+
+
 def sweep_summary(spec, df: pd.DataFrame) -> list[str]:
     from .autotune import eligible
 
@@ -154,8 +177,9 @@ def sweep_summary(spec, df: pd.DataFrame) -> list[str]:
 
 def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds: pd.DataFrame, env: dict,
            figure: Path, wall_s: float | None, sweeps: dict[str, pd.DataFrame] | None = None,
-           base: Path | None = None) -> str:
+           epilogues: dict[str, pd.DataFrame] | None = None) -> str:
     sweeps = sweeps or {}
+    epilogues = epilogues or {}
     gpu = env.get("gpu", {})
     ok = bench[bench["status"] == "ok"]
     clocks = pd.concat([ok["sm_clock_before_mhz"], ok["sm_clock_after_mhz"]]).dropna()
@@ -204,6 +228,8 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
             out.append(f"Largest size run, {shape_label(big.m, big.n, big.k)}: {big.tflops * 1e3:.2f} GFLOP/s"
                        + (f", {_fmt(big.pct_cublas, '.2f')}% of cuBLAS." if big.pct_cublas == big.pct_cublas else "."))
         out += [f"Correctness: {check_status(checks, spec.id)}.", ""]
+        if spec.id in epilogues:
+            out += ["", epilogue_table(epilogues[spec.id]), ""]
         if spec.id in sweeps:
             out += sweep_summary(spec, sweeps[spec.id])
             out += ["", f"![tile sweep of {spec.id}](figures/sweep_{spec.id}.png)", ""]

@@ -118,7 +118,8 @@ def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, reco
         log.info("%s: %d registers, %d B static shared memory, %d B local memory per thread, compiled in %.2f s",
                  kernel, rec["registers"], rec["shared_static_bytes"], rec["local_bytes"], dt)
     rec.update(source=f"kernels/{spec.source}", source_sha256=source_hash(spec), params=dict(spec.params),
-               backend=spec.backend, **extra)
+               backend=spec.backend)
+    rec.update(extra)
     rec.setdefault("tuned_from", None)
     io.write_bytes(binary_out, binary)
     io.write_json(record_out, rec)
@@ -250,6 +251,19 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> None:
     io.write_csv(out, pd.DataFrame(rows))
 
 
+def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> None:
+    """Fused-epilogue comparison of one stage with cuBLASLt and cuBLAS + a separate kernel."""
+    from . import epilogue as ep
+
+    spec = cfg.kernel(kernel)
+    base = base_seed(cfg)
+    arch = io.read_json(env_json)["gpu"]["arch"]
+    with _Guard(f"epilogue {kernel}"):
+        rows = ep.run(cfg, spec, arch=arch,
+                      seed_for=lambda act, shape, padded: point_seed(base, f"{kernel}/{act}/{padded}", shape, "epilogue"))
+    io.write_csv(out, pd.DataFrame(rows))
+
+
 def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, env_json: Path,
               bench_out: Path, check_out: Path, build_out: Path, env_out: Path) -> None:
     from .report import collect_bench
@@ -259,7 +273,7 @@ def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, env_json:
     builds = [io.read_json(p) for p in build_jsons]
     io.write_csv(bench_out, bench_df)
     io.write_csv(check_out, pd.DataFrame(checks))
-    io.write_csv(build_out, pd.DataFrame(builds).drop(columns=["options"], errors="ignore"))
+    io.write_csv(build_out, pd.DataFrame(builds))
     io.write_json(env_out, io.read_json(env_json))
 
 
@@ -277,14 +291,15 @@ def heatmap(cfg: LabConfig, kernel: str, *, sweep_csv: Path, out: Path) -> None:
 
 
 def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path, env_json: Path, figure: Path,
-           sweeps: list[Path], start_json: Path | None, out: Path) -> None:
+           sweeps: list[Path], epilogues: list[Path], start_json: Path | None, out: Path) -> None:
     from .report import render
 
     started = io.read_json(start_json)["started_unix"] if start_json and Path(start_json).exists() else None
     base = Path(out).parent
     text = render(cfg, bench=pd.read_csv(bench_csv), checks=pd.read_csv(check_csv), builds=pd.read_csv(build_csv),
                   env=io.read_json(env_json), figure=Path(figure).relative_to(base),
-                  sweeps={Path(p).stem: pd.read_csv(p) for p in sweeps}, base=base,
+                  sweeps={Path(p).stem: pd.read_csv(p) for p in sweeps},
+                  epilogues={Path(p).stem: pd.read_csv(p) for p in epilogues},
                   wall_s=(time.time() - started) if started else None)
     io.write_text(out, text)
 
@@ -317,6 +332,7 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], None]:
         "check": lambda c: check(c, impl, binary=binary, record=record, out=Path(o[0])),
         "bench": lambda c: bench(c, impl, binary=binary, record=record, out=Path(o[0])),
         "sweep": lambda c: sweep(c, impl, env_json=Path(i.env), out=Path(o[0])),
+        "epilogue": lambda c: epilogue(c, impl, env_json=Path(i.env), out=Path(o[0])),
         "aggregate": lambda c: aggregate(c, bench_csvs=list(i.bench), check_jsons=list(i.check),
                                          build_jsons=list(i.build), env_json=Path(i.env), bench_out=Path(o.bench),
                                          check_out=Path(o.check), build_out=Path(o.build), env_out=Path(o.env)),
@@ -325,6 +341,7 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], None]:
         "report": lambda c: report(c, bench_csv=Path(i.bench), check_csv=Path(i.check), build_csv=Path(i.build),
                                    env_json=Path(i.env), figure=Path(i.figure),
                                    sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
+                                   epilogues=[Path(p) for p in getattr(i, "epilogues", [])],
                                    start_json=Path(smk.params.start), out=Path(o[0])),
     }
     return table[step]

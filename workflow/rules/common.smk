@@ -59,6 +59,10 @@ def all_sweeps():
     return expand(f"{REPORTS}/sweeps/{{kernel}}.csv", kernel=swept_ids())
 
 
+def all_epilogues():
+    return expand(f"{REPORTS}/epilogue/{{kernel}}.csv", kernel=[k.id for k in LAB.fused])
+
+
 def all_heatmaps():
     return expand(f"{REPORTS}/figures/sweep_{{kernel}}.png", kernel=swept_ids())
 

@@ -44,6 +44,7 @@ rule report:
         build=f"{REPORTS}/build.csv",
         env=f"{REPORTS}/environment.json",
         sweeps=all_sweeps(),
+        epilogues=all_epilogues(),
         figure=f"{REPORTS}/figures/tflops_vs_size.png",
         heatmaps=all_heatmaps(),
     output:
