@@ -71,6 +71,7 @@ class KernelSpec:
     sweep_axes: tuple[str, ...] = ()
     tune_from: tuple[str, ...] = ()
     signature: str = "gemm"
+    micro_tile: tuple[str, str] = ("TM", "TN")
     max_dim: int | None = None  # host stages: shapes with a larger dimension are skipped
 
     @property
@@ -126,6 +127,12 @@ class SweepSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ProfileSettings:
+    enabled: bool
+    shapes: tuple[Shape, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
 class EpilogueSettings:
     shapes: tuple[Shape, ...]
     padded_shape: Shape
@@ -142,9 +149,15 @@ class LabConfig:
     cpu: CpuSettings
     sweep: SweepSettings
     epilogue: EpilogueSettings
+    profile: ProfileSettings
     cublas: bool
     numpy: bool
     kernels: tuple[KernelSpec, ...]
+
+    @property
+    def gpu_implementations(self) -> tuple[str, ...]:
+        """What runs on the GPU (and so is profiled): CUDA stages and cuBLAS."""
+        return tuple(k.id for k in self.kernels if k.backend == "cuda") + (("cublas",) if self.cublas else ())
 
     @property
     def fused(self) -> tuple[KernelSpec, ...]:
@@ -254,6 +267,8 @@ def from_dict(raw: Mapping[str, Any], *, source: str = "config") -> LabConfig:
             sweep_axes=tuple(k.get("sweep_axes") or list(sweep)[:2]),
             tune_from=tuple(k.get("tune_from", ())),
             signature=k["signature"],
+            micro_tile=tuple(k.get("micro_tile") or (("TM" if "TM" in k["params"] else "1"),
+                                                     ("TN" if "TN" in k["params"] else "1"))),
             max_dim=cfg["cpu"]["max_dim"] if k["backend"] == "host" else None,
         )
         try:
@@ -290,6 +305,8 @@ def from_dict(raw: Mapping[str, Any], *, source: str = "config") -> LabConfig:
         epilogue=EpilogueSettings(shapes=tuple(Shape.of(x) for x in cfg["epilogue"]["shapes"]),
                                   padded_shape=Shape.of(cfg["epilogue"]["padded_shape"]),
                                   acts=tuple(cfg["epilogue"]["acts"])),
+        profile=ProfileSettings(enabled=cfg["profile"]["enabled"],
+                                shapes=tuple(Shape.of(x) for x in cfg["profile"]["shapes"])),
         cublas=bool(cfg["baseline"]["cublas"]),
         numpy=bool(cfg["baseline"]["numpy"]),
         kernels=tuple(kernels),

@@ -20,6 +20,7 @@ import pandas as pd
 from . import io, verify
 from .config import BASELINES, KernelSpec, LabConfig, Shape, from_dict
 from .errors import CompileError, LabError
+from .geometry import unsupported_reason
 
 log = logging.getLogger("sgemm_lab")
 
@@ -264,8 +265,41 @@ def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> None:
     io.write_csv(out, pd.DataFrame(rows))
 
 
-def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, env_json: Path,
-              bench_out: Path, check_out: Path, build_out: Path, env_out: Path) -> None:
+def profile(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, raw_config: dict,
+            out: Path) -> None:
+    """ncu metrics of one implementation; 'unavailable: <reason>' rows instead of a failure."""
+    from .profile import run_profile, target_args
+
+    spec = load_spec(cfg, impl, record)
+    shapes = [s for s in cfg.profile.shapes if spec is None or unsupported_reason(spec, s) is None]
+    rep = Path(out).with_suffix(".ncu-rep")
+    try:
+        if not shapes:
+            raise LabError("unavailable: no profile shape is supported by this stage")
+        df = run_profile(impl=impl, entry=None if spec is None else spec.entry, shapes=shapes, report=rep, log=log,
+                         target_args=target_args(config=raw_config, impl=impl, binary=binary, record=record,
+                                                 shapes=shapes))
+        df.insert(4, "status", "ok")
+        log.info("[profile %s] %d metrics for %s; report %s", impl, len(df), ", ".join(map(str, shapes)), rep)
+    except LabError as exc:
+        if not str(exc).startswith("unavailable"):
+            raise
+        log.warning("[profile %s] %s", impl, exc)
+        df = pd.DataFrame([dict(kernel=impl, m=s.m, n=s.n, k=s.k, status=str(exc), metric=None, value=None, unit=None)
+                           for s in (shapes or cfg.profile.shapes)])
+    io.write_csv(out, df)
+
+
+def ceilings(cfg: LabConfig, *, out: Path) -> None:
+    from . import gpu
+
+    rec = gpu.measure_ceilings()
+    log.info("FP32 FMA probe %.1f TFLOP/s, device-to-device copy %.0f GB/s", rec["fp32_tflops"], rec["dram_gbps"])
+    io.write_json(out, rec)
+
+
+def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_csvs, env_json: Path,
+              bench_out: Path, check_out: Path, build_out: Path, env_out: Path, ncu_out: Path) -> None:
     from .report import collect_bench
 
     bench_df = collect_bench([pd.read_csv(p) for p in bench_csvs], order=list(cfg.implementations))
@@ -275,6 +309,10 @@ def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, env_json:
     io.write_csv(check_out, pd.DataFrame(checks))
     io.write_csv(build_out, pd.DataFrame(builds))
     io.write_json(env_out, io.read_json(env_json))
+    frames = [pd.read_csv(p) for p in profile_csvs]
+    ncu = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["kernel", "m", "n", "k", "status", "metric", "value", "unit"])
+    io.write_csv(ncu_out, ncu)
 
 
 def plot(cfg: LabConfig, *, bench_csv: Path, out: Path) -> None:
@@ -333,9 +371,13 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], None]:
         "bench": lambda c: bench(c, impl, binary=binary, record=record, out=Path(o[0])),
         "sweep": lambda c: sweep(c, impl, env_json=Path(i.env), out=Path(o[0])),
         "epilogue": lambda c: epilogue(c, impl, env_json=Path(i.env), out=Path(o[0])),
+        "profile": lambda c: profile(c, impl, binary=binary, record=record, raw_config=dict(smk.config),
+                                     out=Path(o[0])),
+        "ceilings": lambda c: ceilings(c, out=Path(o[0])),
         "aggregate": lambda c: aggregate(c, bench_csvs=list(i.bench), check_jsons=list(i.check),
-                                         build_jsons=list(i.build), env_json=Path(i.env), bench_out=Path(o.bench),
-                                         check_out=Path(o.check), build_out=Path(o.build), env_out=Path(o.env)),
+                                         build_jsons=list(i.build), profile_csvs=list(getattr(i, "profiles", [])),
+                                         env_json=Path(i.env), bench_out=Path(o.bench), check_out=Path(o.check),
+                                         build_out=Path(o.build), env_out=Path(o.env), ncu_out=Path(o.ncu)),
         "plot": lambda c: plot(c, bench_csv=Path(i.bench), out=Path(o[0])),
         "heatmap": lambda c: heatmap(c, impl, sweep_csv=Path(i[0]), out=Path(o[0])),
         "report": lambda c: report(c, bench_csv=Path(i.bench), check_csv=Path(i.check), build_csv=Path(i.build),

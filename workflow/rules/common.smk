@@ -63,6 +63,12 @@ def all_epilogues():
     return expand(f"{REPORTS}/epilogue/{{kernel}}.csv", kernel=[k.id for k in LAB.fused])
 
 
+def all_profiles():
+    if not LAB.profile.enabled:
+        return []
+    return expand(f"{RESULTS}/profile/{{kernel}}.csv", kernel=LAB.gpu_implementations)
+
+
 def all_heatmaps():
     return expand(f"{REPORTS}/figures/sweep_{{kernel}}.png", kernel=swept_ids())
 

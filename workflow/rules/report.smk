@@ -4,9 +4,11 @@ rule aggregate:
         bench=all_bench(),
         check=all_checks(),
         build=all_builds(),
+        profiles=all_profiles(),
         env=ENV_JSON,
     output:
         bench=f"{REPORTS}/bench.csv",
+        ncu=f"{REPORTS}/ncu_metrics.csv",
         check=f"{REPORTS}/check.csv",
         build=f"{REPORTS}/build.csv",
         env=f"{REPORTS}/environment.json",
@@ -45,6 +47,8 @@ rule report:
         env=f"{REPORTS}/environment.json",
         sweeps=all_sweeps(),
         epilogues=all_epilogues(),
+        ncu=f"{REPORTS}/ncu_metrics.csv",
+        ceilings=f"{REPORTS}/ceilings.json",
         figure=f"{REPORTS}/figures/tflops_vs_size.png",
         heatmaps=all_heatmaps(),
     output:

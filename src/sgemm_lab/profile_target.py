@@ -1,0 +1,69 @@
+"""The process Nsight Compute profiles: one launch of one implementation per shape, after a warm-up.
+
+    python -m sgemm_lab.profile_target --config-json '{...}' --impl 05_2d_blocktiling \\
+        --binary results/x/build/05_2d_blocktiling.bin --record results/x/build/05_2d_blocktiling.json \\
+        --shapes 1024x1024x1024 4096x4096x4096
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+SPIN = r"""
+extern "C" __global__ void lab_spin(float* out, int iters) {
+    float x = threadIdx.x;
+    for (int i = 0; i < iters; ++i) x = x * 0.999f + 1.0f;
+    if (x == 12345.f) out[0] = x;  // never true; keeps the loop alive
+}
+"""
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config-json", required=True)
+    ap.add_argument("--impl", required=True)
+    ap.add_argument("--binary", default="")
+    ap.add_argument("--record", default="")
+    ap.add_argument("--shapes", nargs="+", required=True)
+    args = ap.parse_args(argv)
+
+    from . import gpu
+    from .config import Shape, from_dict
+    from .steps import load_spec
+
+    cfg = from_dict(json.loads(args.config_json))
+    spec = load_spec(cfg, args.impl, Path(args.record) if args.record else None)
+    cuda = gpu.driver()
+    stream = cuda.Stream()
+    if spec is None:
+        launch = gpu.CublasLauncher(stream)
+    else:
+        launch = gpu.KernelLauncher(spec, Path(args.binary).read_bytes())
+    from pycuda.compiler import SourceModule
+
+    spin = SourceModule(SPIN, no_extern_c=True).get_function("lab_spin")
+    scratch = cuda.mem_alloc(4)
+    shapes = [Shape.of([int(x) for x in s.split("x")]) for s in args.shapes]
+    rng = np.random.default_rng(0)
+    bufs = []
+    for shape in shapes:
+        b = gpu.Buffers(shape)
+        b.upload(*(rng.random(d, dtype=np.float32) * 2 - 1 for d in
+                   ((shape.m, shape.k), (shape.k, shape.n), (shape.m, shape.n))))
+        bufs.append(b)
+    for shape, b in zip(shapes, bufs):
+        t0 = time.perf_counter()  # ~200 ms of load so the SM clock is up, as when timed
+        while time.perf_counter() - t0 < 0.2:
+            spin(scratch, np.int32(1 << 16), block=(256, 1, 1), grid=(1024, 1), stream=stream)
+            stream.synchronize()
+        launch(shape, cfg.check.alpha, b.a, b.b, cfg.check.beta, b.c, stream)
+        stream.synchronize()
+
+
+if __name__ == "__main__":
+    main()
