@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
@@ -66,4 +67,133 @@ def sweep_heatmap(sweep: pd.DataFrame, out: Path, *, kernel: str, axes: tuple[st
     shape = sweep.iloc[0]
     ax.set_title(f"{title or kernel}\n{int(shape.m)}x{int(shape.n)}x{int(shape.k)}: "
                  + ", ".join(f"{n} {s}" for s, n in counts.items()), fontsize=10)
+    _save(fig, out)
+
+
+def _placeholder(out: Path, text: str) -> None:
+    fig, ax = plt.subplots(figsize=(6, 2))
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
+    ax.set_axis_off()
+    _save(fig, out)
+
+
+def _at_shape(df: pd.DataFrame, shape) -> pd.DataFrame:
+    m, n, k = shape
+    return df[(df.m == m) & (df.n == n) & (df.k == k)]
+
+
+def ladder_bars(bench: pd.DataFrame, out: Path, *, order: list[str], shape) -> None:
+    """TFLOP/s of every stage at one shape, annotated with % of cuBLAS; cuBLAS as a dashed line."""
+    ok = _at_shape(bench[bench.status == "ok"], shape)
+    kernels = [k for k in order if k in set(ok.kernel) and k != "cublas"]
+    if not kernels:
+        _placeholder(out, f"no verified results at {shape}")
+        return
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, ax = plt.subplots(figsize=(10, 5))
+    data = ok.set_index("kernel").loc[kernels].reset_index()
+    sns.barplot(data=data, x="kernel", y="tflops", order=kernels, color="#4c72b0", ax=ax)
+    for i, r in enumerate(data.itertuples()):
+        if r.pct_cublas == r.pct_cublas:
+            ax.text(i, r.tflops, f"{r.pct_cublas:.0f}%", ha="center", va="bottom", fontsize=8)
+    ref = ok[ok.kernel == "cublas"]
+    if len(ref):
+        ax.axhline(ref.tflops.iloc[0], color="black", linestyle="--", label=f"cuBLAS {ref.tflops.iloc[0]:.1f}")
+        ax.legend(loc="upper left")
+    ax.set_xlabel("")
+    ax.set_ylabel("TFLOP/s (median)")
+    ax.set_title(f"The ladder at {shape[0]}x{shape[1]}x{shape[2]} (labels: % of cuBLAS)")
+    plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
+    _save(fig, out)
+
+
+def _metric_table(ncu: pd.DataFrame, shape) -> pd.DataFrame:
+    ok = _at_shape(ncu[ncu.status == "ok"], shape) if len(ncu) else ncu
+    if ok.empty:
+        return pd.DataFrame()
+    return ok.pivot_table(index="kernel", columns="metric", values="value", aggfunc="first")
+
+
+def roofline(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, out: Path, *, order: list[str], shape) -> None:
+    """Measured TFLOP/s against FLOPs per DRAM byte (ncu), under the measured FMA and DRAM ceilings."""
+    table = _metric_table(ncu, shape)
+    ok = _at_shape(bench[bench.status == "ok"], shape).set_index("kernel")
+    if table.empty or "dram_bytes_read" not in table:
+        _placeholder(out, "roofline: no Nsight Compute metrics (profiling disabled or unavailable)")
+        return
+    m, n, k = shape
+    flops = 2.0 * m * n * k
+    pts = []
+    for impl in order:
+        if impl in table.index and impl in ok.index:
+            dram = table.loc[impl, "dram_bytes_read"] + table.loc[impl].get("dram_bytes_write", 0.0)
+            pts.append(dict(kernel=impl, intensity=flops / dram, tflops=ok.loc[impl, "tflops"]))
+    pts = pd.DataFrame(pts)
+    peak, bw = ceilings["fp32_tflops"], ceilings["dram_gbps"] / 1e3  # TB/s
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, ax = plt.subplots(figsize=(9, 6))
+    lo = min(0.05, pts.intensity.min() / 2) if len(pts) else 0.05
+    hi = max(5000.0, pts.intensity.max() * 2) if len(pts) else 5000.0
+    xs = np.logspace(np.log10(lo), np.log10(hi), 200)
+    ax.plot(xs, np.minimum(peak, xs * bw), color="black", linewidth=2, label=f"measured roof: {peak:.1f} TFLOP/s FMA, {bw:.2f} TB/s DRAM")
+    sns.scatterplot(data=pts, x="intensity", y="tflops", hue="kernel", hue_order=list(pts.kernel), style="kernel",
+                    s=90, ax=ax, palette="viridis")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity: 2·M·N·K / DRAM bytes (ncu)")
+    ax.set_ylabel("TFLOP/s (median, bench)")
+    ax.set_title(f"Roofline at {m}x{n}x{k}")
+    ax.legend(fontsize=8, loc="lower right")
+    _save(fig, out)
+
+
+STALL_ORDER = ["long_scoreboard", "short_scoreboard", "mio_throttle", "barrier", "math_pipe_throttle", "not_selected",
+               "selected", "wait", "lg_throttle", "dispatch_stall", "no_instruction", "branch_resolving", "membar",
+               "drain", "sleeping", "tex_throttle", "imc_miss", "misc"]
+
+
+def stall_bars(ncu: pd.DataFrame, out: Path, *, order: list[str], shape) -> None:
+    """Warp-stall breakdown per stage: cycles a warp spends stalled per issued instruction, by reason."""
+    table = _metric_table(ncu, shape)
+    cols = [f"stall_{s}" for s in STALL_ORDER if f"stall_{s}" in table.columns]
+    if table.empty or not cols:
+        _placeholder(out, "warp stalls: no Nsight Compute metrics")
+        return
+    rows = [k for k in order if k in table.index]
+    data = table.loc[rows, cols].fillna(0.0)
+    data.columns = [c.removeprefix("stall_") for c in cols]
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, ax = plt.subplots(figsize=(11, 6))
+    data.plot(kind="bar", stacked=True, ax=ax, colormap="tab20", width=0.8)
+    ax.set_yscale("log") if data.sum(axis=1).max() / max(data.sum(axis=1).min(), 1e-9) > 50 else None
+    ax.set_ylabel("stall cycles per issued instruction")
+    ax.set_xlabel("")
+    ax.set_title(f"Why warps wait, at {shape[0]}x{shape[1]}x{shape[2]}")
+    ax.legend(fontsize=7, ncol=2, loc="upper right")
+    plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
+    _save(fig, out)
+
+
+def memory_occupancy(ncu: pd.DataFrame, out: Path, *, order: list[str], shape) -> None:
+    """Shared-memory bank conflicts (extra wavefronts per request) and achieved vs theoretical occupancy."""
+    table = _metric_table(ncu, shape)
+    if table.empty:
+        _placeholder(out, "bank conflicts / occupancy: no Nsight Compute metrics")
+        return
+    rows = [k for k in order if k in table.index]
+    t = table.loc[rows]
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 5))
+    conflicts = pd.DataFrame({"loads": t.get("smem_bank_conflicts_ld", 0.0), "stores": t.get("smem_bank_conflicts_st", 0.0)})
+    conflicts.plot(kind="bar", ax=a1, color=["#4c72b0", "#dd8452"])
+    a1.set_title("shared-memory bank conflicts (count)")
+    a1.set_xlabel("")
+    occ = pd.DataFrame({"achieved": t.get("achieved_occupancy_pct", 0.0),
+                        "theoretical": t.get("theoretical_occupancy_pct", 0.0)})
+    occ.plot(kind="bar", ax=a2, color=["#55a868", "#c7c7c7"])
+    a2.set_ylim(0, 100)
+    a2.set_title("occupancy (% of the SM's warp slots)")
+    a2.set_xlabel("")
+    for ax in (a1, a2):
+        plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
     _save(fig, out)

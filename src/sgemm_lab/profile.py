@@ -76,7 +76,7 @@ def ncu_command(*, ncu: str, report: Path, regex: str, launches: int, target: li
 
 
 def export_csv(ncu: str, report: Path) -> str:
-    proc = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "raw"], capture_output=True, text=True)
+    proc = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base"], capture_output=True, text=True)
     if proc.returncode != 0:
         raise LabError(f"ncu --import {report} failed: {proc.stderr.strip().splitlines()[-1:]}")
     return proc.stdout

@@ -82,7 +82,7 @@ def ladder_table(cfg: LabConfig, bench: pd.DataFrame, checks: pd.DataFrame) -> s
     return md_table(header, rows, align="ll" + "r" * (len(header) - 2))
 
 
-def _headline_shape(cfg: LabConfig, ok: pd.DataFrame) -> tuple[int, int, int] | None:
+def headline_shape(cfg: LabConfig, ok: pd.DataFrame) -> tuple[int, int, int] | None:
     """The sweep shape if it was benchmarked (4096^3 by default), else the largest square size timed."""
     sh = cfg.sweep.shape
     if len(ok[(ok.m == sh.m) & (ok.n == sh.n) & (ok.k == sh.k)]):
@@ -175,11 +175,81 @@ def sweep_summary(spec, df: pd.DataFrame) -> list[str]:
     return lines
 
 
+NCU_KEYS = [("duration", "duration"), ("sm_throughput_pct", "SM throughput %"),
+            ("memory_throughput_pct", "memory throughput %"), ("dram_bytes_read", "DRAM read"),
+            ("l2_hit_rate_pct", "L2 hit %"), ("l1_hit_rate_pct", "L1 hit %"),
+            ("smem_bank_conflicts_ld", "bank conflicts (ld)"), ("smem_bank_conflicts_st", "bank conflicts (st)"),
+            ("achieved_occupancy_pct", "achieved occupancy %"), ("theoretical_occupancy_pct", "theoretical occupancy %"),
+            ("registers_per_thread", "registers/thread"), ("issue_slot_utilisation_pct", "issue slots busy %")]
+
+
+def ncu_table(ncu: pd.DataFrame, shape) -> pd.DataFrame:
+    if ncu is None or ncu.empty or "metric" not in ncu:
+        return pd.DataFrame()
+    m, n, k = shape
+    ok = ncu[(ncu.status == "ok") & (ncu.m == m) & (ncu.n == n) & (ncu.k == k)]
+    return ok.pivot_table(index="kernel", columns="metric", values="value", aggfunc="first")
+
+
+def _num(x) -> str:
+    if x != x:
+        return "–"
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:.3g}"
+
+
+def occupancy_limiter(row: pd.Series) -> str:
+    """The launch__occupancy_limit_* with the fewest blocks per SM (ncu's limiting factor)."""
+    lim = {name: row.get(f"occupancy_limit_{name}") for name in ("registers", "shared_mem", "warps", "blocks")}
+    lim = {k: v for k, v in lim.items() if v == v and v is not None}
+    if not lim:
+        return "?"
+    low = min(lim.values())
+    return "/".join(k for k, v in lim.items() if v == low) + f" ({int(low)} blocks/SM)"
+
+
+def top_stalls(row: pd.Series, n: int = 3) -> str:
+    stalls = {c.removeprefix("stall_"): row[c] for c in row.index if c.startswith("stall_") and row[c] == row[c]}
+    top = sorted(stalls.items(), key=lambda kv: -kv[1])[:n]
+    return ", ".join(f"{k} {v:.2f}" for k, v in top)
+
+
+def model_table(cfg: LabConfig, ncu: pd.DataFrame, shape) -> str | None:
+    """The notes' traffic model next to what Nsight Compute measured, at ``shape``."""
+    from .config import Shape
+    from .model import traffic
+
+    t = ncu_table(ncu, shape)
+    sh = Shape(m=shape[0], n=shape[1], k=shape[2])
+    rows = []
+    for spec in cfg.kernels:
+        if spec.autotuned or spec.backend == "host":
+            continue
+        tr = traffic(spec, sh)
+        if tr is None:
+            continue
+        meas = t.loc[spec.id] if spec.id in t.index else None
+        l2 = meas["l2_sectors_read_by_sm"] * 32 if meas is not None and "l2_sectors_read_by_sm" in meas else float("nan")
+        dram = (meas["dram_bytes_read"] + meas.get("dram_bytes_write", 0.0)) if meas is not None and "dram_bytes_read" in meas else float("nan")
+        ffma = meas["ffma_thread_instructions"] / (sh.m * sh.n * sh.k) if meas is not None and "ffma_thread_instructions" in meas else float("nan")
+        rows.append([f"`{spec.id}`", tr.global_coeff, tr.smem_coeff, f"{tr.intensity:g}", _num(tr.predicted_bytes) + "B",
+                     _num(l2) + "B", _fmt(l2 / tr.predicted_bytes, ".2f"), _num(dram) + "B", _fmt(ffma, ".3f")])
+    if not rows:
+        return None
+    return md_table(["stage", "global loads / result", "shared loads / result", "intensity (flop/B)",
+                     "predicted L2→SM", "measured L2→SM (ncu)", "measured / predicted", "DRAM read+write (ncu)",
+                     "FFMA / (M·N·K)"], rows)
+
+
 def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds: pd.DataFrame, env: dict,
-           figure: Path, wall_s: float | None, sweeps: dict[str, pd.DataFrame] | None = None,
-           epilogues: dict[str, pd.DataFrame] | None = None) -> str:
+           figures: dict[str, Path], wall_s: float | None, sweeps: dict[str, pd.DataFrame] | None = None,
+           epilogues: dict[str, pd.DataFrame] | None = None, ncu: pd.DataFrame | None = None,
+           ceilings: dict | None = None) -> str:
     sweeps = sweeps or {}
     epilogues = epilogues or {}
+    fig = {k: v.as_posix() for k, v in figures.items()}
     gpu = env.get("gpu", {})
     ok = bench[bench["status"] == "ok"]
     clocks = pd.concat([ok["sm_clock_before_mhz"], ok["sm_clock_after_mhz"]]).dropna()
@@ -191,13 +261,35 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
                "(`bench.csv`, `check.csv`, `build.csv`, `sweeps/*.csv`, `environment.json`).")
     if wall_s is not None:
         out.append(f"\nWall time of the pipeline run that produced this report (start to report): **{wall_s:.0f} s**.")
-    hs = _headline_shape(cfg, ok)
+    hs = headline_shape(cfg, ok)
     if hs:
         out += ["", f"## At {shape_label(*hs)}", "", headline_table(cfg, ok, hs)]
+        if "ladder" in fig:
+            out += ["", f"![the ladder]({fig['ladder']})"]
     out += ["", "## Ladder", "",
             "TFLOP/s (median) per problem size, with the percentage of cuBLAS at the same size in the same run. "
             "✗ marks a timing whose result did not verify; `skipped` a shape the stage cannot run (reasons below).", "",
-            ladder_table(cfg, bench, checks), "", f"![TFLOP/s vs size]({figure.as_posix()})", ""]
+            ladder_table(cfg, bench, checks), "", f"![TFLOP/s vs size]({fig.get('tflops_vs_size', '')})", ""]
+    prof = ncu_table(ncu, hs) if hs else pd.DataFrame()
+    unavailable = sorted(set(ncu[ncu.status != "ok"].status)) if ncu is not None and len(ncu) and "status" in ncu else []
+    out += ["## Where the time goes (Nsight Compute)", ""]
+    if not cfg.profile.enabled:
+        out += ["Profiling is disabled in this run's configuration (`profile.enabled: false`).", ""]
+    elif prof.empty:
+        out += ["No Nsight Compute metrics: " + ("; ".join(unavailable) if unavailable else "profiling unavailable") + ".", ""]
+    else:
+        if ceilings:
+            out.append(f"Measured ceilings of this GPU: FP32 FMA probe **{ceilings['fp32_tflops']:.1f} TFLOP/s**, "
+                       f"device-to-device copy **{ceilings['dram_gbps']:.0f} GB/s** (read + write).")
+        mt = model_table(cfg, ncu, hs)
+        if mt:
+            out += ["", f"Traffic model of the notes vs measurement at {shape_label(*hs)} (loads per element of C; "
+                        "L2→SM = sectors the SMs read from L2 × 32 B; the FFMA column checks that each stage does "
+                        "M·N·K fused multiply-adds):", "", mt]
+        out += ["", f"![roofline]({fig.get('roofline', '')})", "", f"![warp stalls]({fig.get('stalls', '')})", "",
+                f"![bank conflicts and occupancy]({fig.get('memory', '')})", ""]
+        if unavailable:
+            out += ["Not profiled: " + "; ".join(unavailable) + ".", ""]
     cpu = cpu_table(cfg, ok)
     if cpu:
         out += ["## GPU over CPU", "", cpu, ""]
@@ -227,7 +319,15 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
             big = mine.assign(f=mine.m * mine.n * mine.k).sort_values("f").iloc[-1]
             out.append(f"Largest size run, {shape_label(big.m, big.n, big.k)}: {big.tflops * 1e3:.2f} GFLOP/s"
                        + (f", {_fmt(big.pct_cublas, '.2f')}% of cuBLAS." if big.pct_cublas == big.pct_cublas else "."))
-        out += [f"Correctness: {check_status(checks, spec.id)}.", ""]
+        out += [f"Correctness: {check_status(checks, spec.id)}."]
+        if spec.id in prof.index:
+            r = prof.loc[spec.id]
+            vals = [f"{label} {r[key] / 1e6:.3f} ms" if key == "duration" else
+                    f"{label} {_num(r[key])}{'B' if 'bytes' in key else ''}"
+                    for key, label in NCU_KEYS if key in r and r[key] == r[key]]
+            out.append(f"Nsight Compute at {shape_label(*hs)}: " + "; ".join(vals)
+                       + f"; occupancy limited by {occupancy_limiter(r)}; top stalls (cycles/instruction): {top_stalls(r)}.")
+        out.append("")
         if spec.id in epilogues:
             out += ["", epilogue_table(epilogues[spec.id]), ""]
         if spec.id in sweeps:

@@ -315,10 +315,18 @@ def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_c
     io.write_csv(ncu_out, ncu)
 
 
-def plot(cfg: LabConfig, *, bench_csv: Path, out: Path) -> None:
-    from .plots import tflops_vs_size
+def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path, outs) -> None:
+    from . import plots
+    from .report import headline_shape
 
-    tflops_vs_size(pd.read_csv(bench_csv), out, order=list(cfg.implementations))
+    bench_df, ncu = pd.read_csv(bench_csv), pd.read_csv(ncu_csv)
+    order = list(cfg.implementations)
+    shape = headline_shape(cfg, bench_df[bench_df.status == "ok"]) or (cfg.sweep.shape.m, cfg.sweep.shape.n, cfg.sweep.shape.k)
+    plots.tflops_vs_size(bench_df, outs.size, order=order)
+    plots.ladder_bars(bench_df, outs.ladder, order=order, shape=shape)
+    plots.roofline(bench_df, ncu, io.read_json(ceilings_json), outs.roofline, order=order, shape=shape)
+    plots.stall_bars(ncu, outs.stalls, order=order, shape=shape)
+    plots.memory_occupancy(ncu, outs.memory, order=order, shape=shape)
 
 
 def heatmap(cfg: LabConfig, kernel: str, *, sweep_csv: Path, out: Path) -> None:
@@ -328,16 +336,18 @@ def heatmap(cfg: LabConfig, kernel: str, *, sweep_csv: Path, out: Path) -> None:
     sweep_heatmap(pd.read_csv(sweep_csv), out, kernel=kernel, axes=spec.sweep_axes, title=f"{kernel}: {spec.title}")
 
 
-def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path, env_json: Path, figure: Path,
-           sweeps: list[Path], epilogues: list[Path], start_json: Path | None, out: Path) -> None:
+def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path, env_json: Path, figures: list[Path],
+           sweeps: list[Path], epilogues: list[Path], ncu_csv: Path, ceilings_json: Path, start_json: Path | None,
+           out: Path) -> None:
     from .report import render
 
     started = io.read_json(start_json)["started_unix"] if start_json and Path(start_json).exists() else None
     base = Path(out).parent
     text = render(cfg, bench=pd.read_csv(bench_csv), checks=pd.read_csv(check_csv), builds=pd.read_csv(build_csv),
-                  env=io.read_json(env_json), figure=Path(figure).relative_to(base),
+                  env=io.read_json(env_json), figures={Path(f).stem: Path(f).relative_to(base) for f in figures},
                   sweeps={Path(p).stem: pd.read_csv(p) for p in sweeps},
                   epilogues={Path(p).stem: pd.read_csv(p) for p in epilogues},
+                  ncu=pd.read_csv(ncu_csv), ceilings=io.read_json(ceilings_json),
                   wall_s=(time.time() - started) if started else None)
     io.write_text(out, text)
 
@@ -378,12 +388,13 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], None]:
                                          build_jsons=list(i.build), profile_csvs=list(getattr(i, "profiles", [])),
                                          env_json=Path(i.env), bench_out=Path(o.bench), check_out=Path(o.check),
                                          build_out=Path(o.build), env_out=Path(o.env), ncu_out=Path(o.ncu)),
-        "plot": lambda c: plot(c, bench_csv=Path(i.bench), out=Path(o[0])),
+        "plot": lambda c: plot(c, bench_csv=Path(i.bench), ncu_csv=Path(i.ncu), ceilings_json=Path(i.ceilings), outs=o),
         "heatmap": lambda c: heatmap(c, impl, sweep_csv=Path(i[0]), out=Path(o[0])),
         "report": lambda c: report(c, bench_csv=Path(i.bench), check_csv=Path(i.check), build_csv=Path(i.build),
-                                   env_json=Path(i.env), figure=Path(i.figure),
+                                   env_json=Path(i.env), figures=[Path(f) for f in i.figures],
                                    sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
                                    epilogues=[Path(p) for p in getattr(i, "epilogues", [])],
+                                   ncu_csv=Path(i.ncu), ceilings_json=Path(i.ceilings),
                                    start_json=Path(smk.params.start), out=Path(o[0])),
     }
     return table[step]

@@ -21,15 +21,19 @@ rule aggregate:
 
 
 rule plot:
-    """TFLOP/s against size for every stage, cuBLAS as the reference line."""
+    """Figures: TFLOP/s vs size, the ladder at the headline shape, roofline, warp stalls, bank conflicts
+    and occupancy (the last three from Nsight Compute)."""
     input:
         bench=f"{REPORTS}/bench.csv",
+        ncu=f"{REPORTS}/ncu_metrics.csv",
+        ceilings=f"{REPORTS}/ceilings.json",
     output:
-        report(
-            f"{REPORTS}/figures/tflops_vs_size.png",
-            caption="../report/tflops_vs_size.rst",
-            category="Size sweep",
-        ),
+        size=report(f"{REPORTS}/figures/tflops_vs_size.png", caption="../report/tflops_vs_size.rst",
+                    category="Ladder"),
+        ladder=report(f"{REPORTS}/figures/ladder.png", caption="../report/ladder.rst", category="Ladder"),
+        roofline=report(f"{REPORTS}/figures/roofline.png", caption="../report/roofline.rst", category="Profile"),
+        stalls=report(f"{REPORTS}/figures/stalls.png", caption="../report/stalls.rst", category="Profile"),
+        memory=report(f"{REPORTS}/figures/memory.png", caption="../report/memory.rst", category="Profile"),
     log:
         f"{RESULTS}/logs/plot.log",
     conda:
@@ -49,10 +53,10 @@ rule report:
         epilogues=all_epilogues(),
         ncu=f"{REPORTS}/ncu_metrics.csv",
         ceilings=f"{REPORTS}/ceilings.json",
-        figure=f"{REPORTS}/figures/tflops_vs_size.png",
+        figures=rules.plot.output,
         heatmaps=all_heatmaps(),
     output:
-        f"{REPORTS}/report.md",
+        report(f"{REPORTS}/report.md", caption="../report/report.rst", category="Report"),
     log:
         f"{RESULTS}/logs/report.log",
     params:
