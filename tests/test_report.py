@@ -36,7 +36,8 @@ def test_collect_bench_computes_pct_of_cublas_at_the_same_shape(tables):
 
 
 def test_render_has_every_stage_and_numbers_from_the_data(lab, tables):
-    text = report.render(lab, figure=report.Path("figures/tflops_vs_size.png"), wall_s=123.4, **tables)
+    text = report.render(lab, figures={"tflops_vs_size": report.Path("figures/tflops_vs_size.png")}, wall_s=123.4,
+                         **tables)
     b = tables["bench"]
     for impl in lab.implementations:
         assert f"`{impl}`" in text
@@ -59,7 +60,7 @@ def test_render_shows_failures_and_skips(lab, tables):
     skipped = pd.DataFrame([dict(kernel="04_1d_blocktiling", m=1000, n=1000, k=1000, status="skipped",
                                  reason="needs M, N, K multiples of 64, 64, 8", verified=False)])
     text = report.render(lab, bench=pd.concat([b, skipped]), checks=c, builds=tables["builds"], env=tables["env"],
-                         figure=report.Path("f.png"), wall_s=None)
+                         figures={}, wall_s=None)
     assert "✗" in text and "**FAIL**" in text
     assert "5 NaN/Inf outputs" in text and "needs M, N, K multiples of 64, 64, 8" in text
     assert "| `04_1d_blocktiling` | 1000³ | bench | skipped |" in text

@@ -14,11 +14,13 @@ from .errors import LabError
 
 
 def sweep_points(spec: KernelSpec) -> list[dict[str, int]]:
-    """The product grid of ``spec.sweep`` (other parameters at their defaults), defaults first, no repeats."""
-    names = list(spec.sweep)
+    """The union of the products of ``spec.sweep``'s grids (other parameters at their defaults),
+    defaults first, no repeats."""
     seen, out = set(), []
-    grid = [dict(spec.params)] + [dict(spec.params, **dict(zip(names, vals)))
-                                  for vals in itertools.product(*(spec.sweep[n] for n in names))]
+    grid = [dict(spec.params)]
+    for g in spec.sweep:
+        names = list(g)
+        grid += [dict(spec.params, **dict(zip(names, vals))) for vals in itertools.product(*(g[n] for n in names))]
     for p in grid:
         key = tuple(sorted(p.items()))
         if key not in seen:
@@ -55,5 +57,5 @@ def resolve(cfg: LabConfig, spec: KernelSpec, record: Mapping) -> KernelSpec:
     if not spec.autotuned:
         return spec
     base = cfg.kernel(record["tuned_from"])
-    return replace(base, id=spec.id, title=spec.title, explain=spec.explain, sweep={}, sweep_axes=(),
+    return replace(base, id=spec.id, title=spec.title, explain=spec.explain, sweep=(), sweep_axes=(),
                    tune_from=spec.tune_from).with_params(**record["params"])

@@ -67,7 +67,7 @@ class KernelSpec:
     constraints: tuple[str, ...] = ()
     shared_bytes: str = "0"
     dynamic_shared: bool = False
-    sweep: Mapping[str, tuple[int, ...]] = field(default_factory=lambda: _frozen({}))
+    sweep: tuple[Mapping[str, tuple[int, ...]], ...] = ()  # grids; the sweep is the union of their products
     sweep_axes: tuple[str, ...] = ()
     tune_from: tuple[str, ...] = ()
     signature: str = "gemm"
@@ -85,6 +85,10 @@ class KernelSpec:
     @property
     def has_sweep(self) -> bool:
         return bool(self.sweep)
+
+    @property
+    def swept_names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(n for g in self.sweep for n in g))
 
     def with_params(self, **changes: int) -> "KernelSpec":
         return replace(self, params=_frozen({**self.params, **changes}))
@@ -248,7 +252,9 @@ def from_dict(raw: Mapping[str, Any], *, source: str = "config") -> LabConfig:
 
     kernels = []
     for k in cfg["kernels"]:
-        sweep = {name: tuple(vals) for name, vals in k["sweep"].items()}
+        grids = k["sweep"] if isinstance(k["sweep"], list) else ([k["sweep"]] if k["sweep"] else [])
+        sweep = tuple(_frozen({name: tuple(vals) for name, vals in g.items()}) for g in grids)
+        swept_names = list(dict.fromkeys(n for g in sweep for n in g))
         spec = KernelSpec(
             id=k["id"],
             source=k.get("source", ""),
@@ -263,8 +269,8 @@ def from_dict(raw: Mapping[str, Any], *, source: str = "config") -> LabConfig:
             constraints=tuple(k["constraints"]),
             shared_bytes=k["shared_bytes"],
             dynamic_shared=k["dynamic_shared"],
-            sweep=_frozen(sweep),
-            sweep_axes=tuple(k.get("sweep_axes") or list(sweep)[:2]),
+            sweep=sweep,
+            sweep_axes=tuple(k.get("sweep_axes") or swept_names[:2]),
             tune_from=tuple(k.get("tune_from", ())),
             signature=k["signature"],
             micro_tile=tuple(k.get("micro_tile") or (("TM" if "TM" in k["params"] else "1"),

@@ -137,11 +137,11 @@ def check_params(spec: KernelSpec) -> None:
         unknown = expr.names(text) - set(env(spec)) if not [n for n in _REQUIRED[spec.geometry] if n not in spec.params] else set()
         if unknown:
             raise ConfigError(f"kernel {spec.id}: expression '{text}' uses unknown parameter(s) {', '.join(sorted(unknown))}")
-    for name in spec.sweep:
+    for name in spec.swept_names:
         if name not in spec.params:
             raise ConfigError(f"kernel {spec.id}: sweep parameter {name} has no default in params")
     for name in spec.sweep_axes:
-        if name not in spec.sweep:
+        if name not in spec.swept_names:
             raise ConfigError(f"kernel {spec.id}: sweep_axes names {name}, which is not swept")
     problems = violations(spec)
     if problems:

@@ -162,7 +162,8 @@ def sweep_summary(spec, df: pd.DataFrame) -> list[str]:
     from .autotune import eligible
 
     counts = df["status"].value_counts()
-    grid = "; ".join(f"{k} ∈ {{{', '.join(map(str, v))}}}" for k, v in spec.sweep.items())
+    grid = " ∪ ".join("(" + "; ".join(f"{k} ∈ {{{', '.join(map(str, v))}}}" for k, v in g.items()) + ")"
+                      for g in spec.sweep)
     lines = [f"Tile sweep ({len(df)} points over {grid}): " + ", ".join(f"{n} {s}" for s, n in counts.items()) + "."]
     ok = eligible(df)
     if len(ok):

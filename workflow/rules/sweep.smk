@@ -8,7 +8,7 @@ rule sweep:
     log:
         f"{RESULTS}/logs/sweep/{{kernel}}.log",
     params:
-        grid=lambda wc: {k: list(v) for k, v in LAB.kernel(wc.kernel).sweep.items()},
+        grids=lambda wc: [{k: list(v) for k, v in g.items()} for g in LAB.kernel(wc.kernel).sweep],
     resources:
         gpu=1,
     conda:
