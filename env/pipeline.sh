@@ -7,4 +7,4 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$ROOT/env/_venv.sh"
 cd "$ROOT"
 ensure_env pipeline env/pipeline.txt
-exec "$PY" -m snakemake --cores 1 "$@"
+exec "$PY" -m snakemake --workflow-profile workflow/profiles/default --cores 1 "$@"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io as _io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -119,7 +120,10 @@ def run_profile(*, impl: str, entry: str | None, shapes: list[Shape], target_arg
     cmd = ncu_command(ncu=ncu, report=report.with_suffix(""), regex=kernel_regex(impl, entry), launches=len(shapes),
                       target=target)
     log.info("$ %s", " ".join(cmd))
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    env = dict(os.environ)
+    src = str(Path(__file__).resolve().parents[1])  # the target imports this package from the checkout
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     log.info("%s", proc.stdout[-4000:])
     log.info("%s", proc.stderr[-4000:])
     text = proc.stdout + proc.stderr

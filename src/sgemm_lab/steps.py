@@ -298,6 +298,21 @@ def ceilings(cfg: LabConfig, *, out: Path) -> None:
     io.write_json(out, rec)
 
 
+def add_provenance(df: pd.DataFrame, builds: list[dict], env: dict) -> pd.DataFrame:
+    """Every result row carries what produced it: source hash, compile flags, GPU, driver, commit."""
+    src = {b["kernel"]: (b.get("source_sha256"), " ".join(map(str, b.get("options") or []))) for b in builds}
+    lib = {"cublas": (f"cuBLAS {env.get('cublas')} ({env.get('cublas_math_mode')})", ""),
+           "numpy": (f"numpy {env.get('packages', {}).get('numpy')}", "")}
+    out = df.copy()
+    out["source_sha256"] = [src.get(k, lib.get(k, (None, None)))[0] for k in out.kernel]
+    out["compile_options"] = [src.get(k, lib.get(k, (None, None)))[1] for k in out.kernel]
+    gpu = env.get("gpu", {})
+    out["gpu"] = gpu.get("name")
+    out["driver"] = env.get("driver_version")
+    out["git_commit"] = env.get("git_commit")
+    return out
+
+
 def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_csvs, env_json: Path,
               bench_out: Path, check_out: Path, build_out: Path, env_out: Path, ncu_out: Path) -> None:
     from .report import collect_bench
@@ -305,6 +320,8 @@ def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_c
     bench_df = collect_bench([pd.read_csv(p) for p in bench_csvs], order=list(cfg.implementations))
     checks = [r for p in check_jsons for r in io.read_json(p)["points"]]
     builds = [io.read_json(p) for p in build_jsons]
+    env = io.read_json(env_json)
+    bench_df = add_provenance(bench_df, builds, env)
     io.write_csv(bench_out, bench_df)
     io.write_csv(check_out, pd.DataFrame(checks))
     io.write_csv(build_out, pd.DataFrame(builds))
@@ -400,6 +417,52 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], None]:
     return table[step]
 
 
+GPU_STEPS = {"environment", "build", "check", "bench", "sweep", "epilogue", "profile", "ceilings"}
+
+
+class gpu_lock:
+    """Exclusive use of the GPU across processes (an flock on ``results/.gpu.lock``).
+
+    Snakemake's ``resources: gpu=1`` only limits concurrency when the run is started with
+    ``--resources gpu=1`` (the default workflow profile does); this lock makes two timing jobs on one
+    GPU impossible however the pipeline is started. Host-only jobs do not take it.
+    """
+
+    def __init__(self, path: Path = Path("results/.gpu.lock")):
+        self.path = Path(path)
+        self.fh = None
+
+    def __enter__(self):
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fh = open(self.path, "a")
+        t0 = time.perf_counter()
+        fcntl.flock(self.fh, fcntl.LOCK_EX)
+        waited = time.perf_counter() - t0
+        if waited > 1:
+            log.info("waited %.1f s for the GPU lock", waited)
+        return self
+
+    def __exit__(self, *exc):
+        import fcntl
+
+        fcntl.flock(self.fh, fcntl.LOCK_UN)
+        self.fh.close()
+        return False
+
+
+def _needs_gpu(step: str, cfg: LabConfig, impl: str | None) -> bool:
+    if step not in GPU_STEPS:
+        return False
+    if impl == "numpy":
+        return False
+    if impl and impl not in BASELINES and step in ("build", "check", "bench"):
+        spec = cfg.kernel(impl)
+        return spec.backend != "host" or spec.autotuned
+    return True
+
+
 def main(step: str, smk) -> None:
     """Entry point for ``workflow/scripts/<step>.py``: run the step, one clear line on failure."""
     log_path = Path(smk.log[0]) if smk.log else None
@@ -408,7 +471,12 @@ def main(step: str, smk) -> None:
     where = f" (log: {log_path})" if log_path else ""
     try:
         cfg = from_dict(smk.config)
-        _from_snakemake(step, smk)(cfg)
+        impl = getattr(smk.wildcards, "kernel", None)
+        if _needs_gpu(step, cfg, impl):
+            with gpu_lock():
+                _from_snakemake(step, smk)(cfg)
+        else:
+            _from_snakemake(step, smk)(cfg)
     except LabError as exc:
         if len(exc.args) > 1:
             log.debug("%s", exc.args[1])
