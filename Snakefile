@@ -19,6 +19,7 @@ include: "workflow/rules/bench.smk"
 include: "workflow/rules/sweep.smk"
 include: "workflow/rules/epilogue.smk"
 include: "workflow/rules/profile.smk"
+include: "workflow/rules/sanitize.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -154,6 +154,7 @@ class LabConfig:
     sweep: SweepSettings
     epilogue: EpilogueSettings
     profile: ProfileSettings
+    sanitize: bool
     cublas: bool
     numpy: bool
     kernels: tuple[KernelSpec, ...]
@@ -313,6 +314,7 @@ def from_dict(raw: Mapping[str, Any], *, source: str = "config") -> LabConfig:
                                   acts=tuple(cfg["epilogue"]["acts"])),
         profile=ProfileSettings(enabled=cfg["profile"]["enabled"],
                                 shapes=tuple(Shape.of(x) for x in cfg["profile"]["shapes"])),
+        sanitize=bool(cfg["sanitize"]),
         cublas=bool(cfg["baseline"]["cublas"]),
         numpy=bool(cfg["baseline"]["numpy"]),
         kernels=tuple(kernels),

@@ -30,6 +30,8 @@ def main(argv=None) -> None:
     ap.add_argument("--binary", default="")
     ap.add_argument("--record", default="")
     ap.add_argument("--shapes", nargs="+", required=True)
+    ap.add_argument("--no-warmup", action="store_true", help="skip the spin warm-up (sanitizer runs)")
+    ap.add_argument("--verify", action="store_true", help="also check the result against float64 (sanitizer runs)")
     args = ap.parse_args(argv)
 
     from . import gpu
@@ -50,19 +52,28 @@ def main(argv=None) -> None:
     scratch = cuda.mem_alloc(4)
     shapes = [Shape.of([int(x) for x in s.split("x")]) for s in args.shapes]
     rng = np.random.default_rng(0)
-    bufs = []
+    bufs, hosts = [], []
     for shape in shapes:
         b = gpu.Buffers(shape)
-        b.upload(*(rng.random(d, dtype=np.float32) * 2 - 1 for d in
-                   ((shape.m, shape.k), (shape.k, shape.n), (shape.m, shape.n))))
+        host = [rng.random(d, dtype=np.float32) * 2 - 1 for d in ((shape.m, shape.k), (shape.k, shape.n), (shape.m, shape.n))]
+        b.upload(*host)
         bufs.append(b)
+        hosts.append(host)
     for shape, b in zip(shapes, bufs):
         t0 = time.perf_counter()  # ~200 ms of load so the SM clock is up, as when timed
-        while time.perf_counter() - t0 < 0.2:
+        while not args.no_warmup and time.perf_counter() - t0 < 0.2:
             spin(scratch, np.int32(1 << 16), block=(256, 1, 1), grid=(1024, 1), stream=stream)
             stream.synchronize()
         launch(shape, cfg.check.alpha, b.a, b.b, cfg.check.beta, b.c, stream)
         stream.synchronize()
+    if args.verify:
+        from .verify import Problem, compare, references, tolerance
+
+        for shape, b, (ha, hb, hc) in zip(shapes, bufs, hosts):
+            p = Problem(shape=shape, alpha=cfg.check.alpha, beta=cfg.check.beta, a=ha, b=hb, c=hc, seed=0)
+            v = compare(b.download_c(), references(p)[0], tolerance(shape.k, cfg.check.tolerance_factor))
+            if not v.passed:
+                raise SystemExit(f"{args.impl} at {shape}: {v.reason}")
 
 
 if __name__ == "__main__":

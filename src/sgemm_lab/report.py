@@ -158,6 +158,20 @@ def epilogue_table(df: pd.DataFrame) -> str:
             + md_table(["shape", "act", "implementation", "TFLOP/s", "median ms", "of best"], rows) + pad_line)
 
 
+def sanitize_table(df: pd.DataFrame) -> str:
+    tools = list(dict.fromkeys(df.tool))
+    rows = []
+    for kernel, g in df.groupby("kernel", sort=False):
+        st = dict(zip(g.tool, g.status))
+        shape = shape_label(int(g.m.iloc[0]), int(g.n.iloc[0]), int(g.k.iloc[0])) if "m" in g else "?"
+        rows.append([f"`{kernel}`", shape] + [st.get(t, "–") if st.get(t) == "clean" else f"**{st.get(t, '–')}**"
+                                              for t in tools])
+    clean = (df.status == "clean").all()
+    head = ("compute-sanitizer on every CUDA stage at a small shape it supports (the result is also verified); "
+            + ("**every kernel is clean**." if clean else "**not every kernel is clean** (logs in `results/<run>/sanitize/logs/`)."))
+    return head + "\n\n" + md_table(["stage", "shape", *tools], rows)
+
+
 def sweep_summary(spec, df: pd.DataFrame) -> list[str]:
     from .autotune import eligible
 
@@ -247,7 +261,7 @@ def model_table(cfg: LabConfig, ncu: pd.DataFrame, shape) -> str | None:
 def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds: pd.DataFrame, env: dict,
            figures: dict[str, Path], wall_s: float | None, sweeps: dict[str, pd.DataFrame] | None = None,
            epilogues: dict[str, pd.DataFrame] | None = None, ncu: pd.DataFrame | None = None,
-           ceilings: dict | None = None) -> str:
+           ceilings: dict | None = None, sanitize: pd.DataFrame | None = None) -> str:
     sweeps = sweeps or {}
     epilogues = epilogues or {}
     fig = {k: v.as_posix() for k, v in figures.items()}
@@ -364,6 +378,14 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
             f"- **cuBLAS** through nvmath-python on PyCUDA's primary context, row-major via C^T = B^T A^T, math mode "
             f"`{env.get('cublas_math_mode', '?')}` (strict FP32, checked not to be TF32), same alpha and beta.",
             ""]
+
+    out += ["## Sanitizers", ""]
+    if not cfg.sanitize:
+        out += ["compute-sanitizer is disabled in this run's configuration (`sanitize: false`).", ""]
+    elif sanitize is None or sanitize.empty:
+        out += ["No sanitizer results.", ""]
+    else:
+        out += [sanitize_table(sanitize), ""]
 
     out += ["## Environment", ""]
     pk = env.get("packages", {})

@@ -290,6 +290,22 @@ def profile(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | No
     io.write_csv(out, df)
 
 
+def sanitize(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, raw_config: dict,
+             out: Path) -> None:
+    from .profile import target_args
+    from .sanitize import run_tools, sanitize_shape
+
+    spec = load_spec(cfg, impl, record)
+    shape = sanitize_shape(spec)
+    rows = run_tools(target_args=target_args(config=raw_config, impl=impl, binary=binary, record=record,
+                                             shapes=[shape]),
+                     log_dir=Path(out).parent / "logs", kernel=impl)
+    for r in rows:
+        r.update(m=shape.m, n=shape.n, k=shape.k)
+        log.info("[sanitize %s] %s at %s: %s %s", impl, r["tool"], shape, r["status"], r.get("summary", ""))
+    io.write_csv(out, pd.DataFrame(rows))
+
+
 def ceilings(cfg: LabConfig, *, out: Path) -> None:
     from . import gpu
 
@@ -313,8 +329,9 @@ def add_provenance(df: pd.DataFrame, builds: list[dict], env: dict) -> pd.DataFr
     return out
 
 
-def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_csvs, env_json: Path,
-              bench_out: Path, check_out: Path, build_out: Path, env_out: Path, ncu_out: Path) -> None:
+def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_csvs, sanitize_csvs, env_json: Path,
+              bench_out: Path, check_out: Path, build_out: Path, env_out: Path, ncu_out: Path,
+              sanitize_out: Path) -> None:
     from .report import collect_bench
 
     bench_df = collect_bench([pd.read_csv(p) for p in bench_csvs], order=list(cfg.implementations))
@@ -330,6 +347,9 @@ def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_c
     ncu = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["kernel", "m", "n", "k", "status", "metric", "value", "unit"])
     io.write_csv(ncu_out, ncu)
+    frames = [pd.read_csv(p) for p in sanitize_csvs]
+    io.write_csv(sanitize_out, pd.concat(frames, ignore_index=True) if frames else
+                 pd.DataFrame(columns=["kernel", "tool", "status", "summary", "log", "m", "n", "k"]))
 
 
 def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path, outs) -> None:
@@ -354,8 +374,8 @@ def heatmap(cfg: LabConfig, kernel: str, *, sweep_csv: Path, out: Path) -> None:
 
 
 def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path, env_json: Path, figures: list[Path],
-           sweeps: list[Path], epilogues: list[Path], ncu_csv: Path, ceilings_json: Path, start_json: Path | None,
-           out: Path) -> None:
+           sweeps: list[Path], epilogues: list[Path], ncu_csv: Path, ceilings_json: Path, sanitize_csv: Path,
+           start_json: Path | None, out: Path) -> None:
     from .report import render
 
     started = io.read_json(start_json)["started_unix"] if start_json and Path(start_json).exists() else None
@@ -364,7 +384,7 @@ def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path,
                   env=io.read_json(env_json), figures={Path(f).stem: Path(f).relative_to(base) for f in figures},
                   sweeps={Path(p).stem: pd.read_csv(p) for p in sweeps},
                   epilogues={Path(p).stem: pd.read_csv(p) for p in epilogues},
-                  ncu=pd.read_csv(ncu_csv), ceilings=io.read_json(ceilings_json),
+                  ncu=pd.read_csv(ncu_csv), ceilings=io.read_json(ceilings_json), sanitize=pd.read_csv(sanitize_csv),
                   wall_s=(time.time() - started) if started else None)
     io.write_text(out, text)
 
@@ -401,8 +421,11 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], None]:
         "profile": lambda c: profile(c, impl, binary=binary, record=record, raw_config=dict(smk.config),
                                      out=Path(o[0])),
         "ceilings": lambda c: ceilings(c, out=Path(o[0])),
+        "sanitize": lambda c: sanitize(c, impl, binary=binary, record=record, raw_config=dict(smk.config),
+                                       out=Path(o[0])),
         "aggregate": lambda c: aggregate(c, bench_csvs=list(i.bench), check_jsons=list(i.check),
                                          build_jsons=list(i.build), profile_csvs=list(getattr(i, "profiles", [])),
+                                         sanitize_csvs=list(getattr(i, "sanitize", [])), sanitize_out=Path(o.sanitize),
                                          env_json=Path(i.env), bench_out=Path(o.bench), check_out=Path(o.check),
                                          build_out=Path(o.build), env_out=Path(o.env), ncu_out=Path(o.ncu)),
         "plot": lambda c: plot(c, bench_csv=Path(i.bench), ncu_csv=Path(i.ncu), ceilings_json=Path(i.ceilings), outs=o),
@@ -411,13 +434,13 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], None]:
                                    env_json=Path(i.env), figures=[Path(f) for f in i.figures],
                                    sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
                                    epilogues=[Path(p) for p in getattr(i, "epilogues", [])],
-                                   ncu_csv=Path(i.ncu), ceilings_json=Path(i.ceilings),
+                                   ncu_csv=Path(i.ncu), ceilings_json=Path(i.ceilings), sanitize_csv=Path(i.sanitize),
                                    start_json=Path(smk.params.start), out=Path(o[0])),
     }
     return table[step]
 
 
-GPU_STEPS = {"environment", "build", "check", "bench", "sweep", "epilogue", "profile", "ceilings"}
+GPU_STEPS = {"environment", "build", "check", "bench", "sweep", "epilogue", "profile", "ceilings", "sanitize"}
 
 
 class gpu_lock:

@@ -69,6 +69,12 @@ def all_profiles():
     return expand(f"{RESULTS}/profile/{{kernel}}.csv", kernel=LAB.gpu_implementations)
 
 
+def all_sanitize():
+    if not LAB.sanitize:
+        return []
+    return expand(f"{RESULTS}/sanitize/{{kernel}}.csv", kernel=[k.id for k in LAB.kernels if k.backend == "cuda"])
+
+
 def all_heatmaps():
     return expand(f"{REPORTS}/figures/sweep_{{kernel}}.png", kernel=swept_ids())
 

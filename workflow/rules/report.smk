@@ -5,8 +5,10 @@ rule aggregate:
         check=all_checks(),
         build=all_builds(),
         profiles=all_profiles(),
+        sanitize=all_sanitize(),
         env=ENV_JSON,
     output:
+        sanitize=f"{REPORTS}/sanitize.csv",
         bench=f"{REPORTS}/bench.csv",
         ncu=f"{REPORTS}/ncu_metrics.csv",
         check=f"{REPORTS}/check.csv",
@@ -26,6 +28,7 @@ rule plot:
     input:
         bench=f"{REPORTS}/bench.csv",
         ncu=f"{REPORTS}/ncu_metrics.csv",
+        sanitize=f"{REPORTS}/sanitize.csv",
         ceilings=f"{REPORTS}/ceilings.json",
     output:
         size=report(f"{REPORTS}/figures/tflops_vs_size.png", caption="../report/tflops_vs_size.rst",
@@ -52,6 +55,7 @@ rule report:
         sweeps=all_sweeps(),
         epilogues=all_epilogues(),
         ncu=f"{REPORTS}/ncu_metrics.csv",
+        sanitize=f"{REPORTS}/sanitize.csv",
         ceilings=f"{REPORTS}/ceilings.json",
         figures=rules.plot.output,
         heatmaps=all_heatmaps(),
