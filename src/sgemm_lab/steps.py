@@ -320,6 +320,8 @@ def add_provenance(df: pd.DataFrame, builds: list[dict], env: dict) -> pd.DataFr
     lib = {"cublas": (f"cuBLAS {env.get('cublas')} ({env.get('cublas_math_mode')})", ""),
            "numpy": (f"numpy {env.get('packages', {}).get('numpy')}", "")}
     out = df.copy()
+    if out.empty:
+        return out
     out["source_sha256"] = [src.get(k, lib.get(k, (None, None)))[0] for k in out.kernel]
     out["compile_options"] = [src.get(k, lib.get(k, (None, None)))[1] for k in out.kernel]
     gpu = env.get("gpu", {})
@@ -378,9 +380,10 @@ def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path,
            start_json: Path | None, out: Path) -> None:
     from .report import render
 
-    started = io.read_json(start_json)["started_unix"] if start_json and Path(start_json).exists() else None
+    start = io.read_json(start_json) if start_json and Path(start_json).exists() else {}
+    started = start.get("started_unix")
     base = Path(out).parent
-    text = render(cfg, bench=pd.read_csv(bench_csv), checks=pd.read_csv(check_csv), builds=pd.read_csv(build_csv),
+    text = render(command=start.get("command"), cfg, bench=pd.read_csv(bench_csv), checks=pd.read_csv(check_csv), builds=pd.read_csv(build_csv),
                   env=io.read_json(env_json), figures={Path(f).stem: Path(f).relative_to(base) for f in figures},
                   sweeps={Path(p).stem: pd.read_csv(p) for p in sweeps},
                   epilogues={Path(p).stem: pd.read_csv(p) for p in epilogues},

@@ -97,4 +97,5 @@ def final_outputs():
 
 onstart:
     Path(START_JSON).parent.mkdir(parents=True, exist_ok=True)
-    Path(START_JSON).write_text(json.dumps({"started_unix": time.time()}) + "\n")
+    Path(START_JSON).write_text(json.dumps({"started_unix": time.time(),
+                                            "command": " ".join(["snakemake", *sys.argv[1:]])}) + "\n")
