@@ -383,7 +383,7 @@ def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path,
     start = io.read_json(start_json) if start_json and Path(start_json).exists() else {}
     started = start.get("started_unix")
     base = Path(out).parent
-    text = render(command=start.get("command"), cfg, bench=pd.read_csv(bench_csv), checks=pd.read_csv(check_csv), builds=pd.read_csv(build_csv),
+    text = render(cfg, command=start.get("command"), bench=pd.read_csv(bench_csv), checks=pd.read_csv(check_csv), builds=pd.read_csv(build_csv),
                   env=io.read_json(env_json), figures={Path(f).stem: Path(f).relative_to(base) for f in figures},
                   sweeps={Path(p).stem: pd.read_csv(p) for p in sweeps},
                   epilogues={Path(p).stem: pd.read_csv(p) for p in epilogues},
