@@ -277,7 +277,9 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
                "Every number below is read from the result files next to this report "
                "(`bench.csv`, `check.csv`, `build.csv`, `sweeps/*.csv`, `environment.json`).")
     if wall_s is not None:
-        out.append(f"\nWall time of the pipeline run that produced this report (start to report): **{wall_s:.0f} s**.")
+        budget = 300
+        out.append(f"\nWall time of the pipeline run that produced this report (start to report, compile cache cold): "
+                   f"**{wall_s:.0f} s** ({'within' if wall_s <= budget else 'over'} the {budget // 60}-minute budget).")
     hs = headline_shape(cfg, ok)
     if hs:
         out += ["", f"## At {shape_label(*hs)}", "", headline_table(cfg, ok, hs)]
@@ -307,6 +309,8 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
                 f"![bank conflicts and occupancy]({fig.get('memory', '')})", ""]
         if unavailable:
             out += ["Not profiled: " + "; ".join(unavailable) + ".", ""]
+        out += [f"The Nsight Compute reports (`.ncu-rep`, one per implementation, for the GUI) are kept by the "
+                f"pipeline in `results/{cfg.run}/profile/`; the tidy metrics are `ncu_metrics.csv` here.", ""]
     cpu = cpu_table(cfg, ok)
     if cpu:
         out += ["## GPU over CPU", "", cpu, ""]

@@ -7,7 +7,7 @@ rule bench:
     log:
         f"{RESULTS}/logs/bench/{{kernel}}.log",
     resources:
-        gpu=1,
+        gpu=gpu_slots,
     conda:
         "../../env/conda.yaml"
     script:

@@ -12,7 +12,7 @@ rule build:
         kernel_params=lambda wc: dict(LAB.kernel(wc.kernel).params),
         tune_from=lambda wc: list(LAB.kernel(wc.kernel).tune_from),
     resources:
-        gpu=1,
+        gpu=gpu_slots,
     conda:
         "../../env/conda.yaml"
     script:

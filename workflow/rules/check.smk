@@ -7,7 +7,7 @@ rule check:
     log:
         f"{RESULTS}/logs/check/{{kernel}}.log",
     resources:
-        gpu=1,
+        gpu=gpu_slots,
     conda:
         "../../env/conda.yaml"
     script:

@@ -51,6 +51,17 @@ def impl_inputs(wildcards):
     }
 
 
+def gpu_slots(wildcards):
+    """1 for jobs that use the GPU, 0 for host stages and the NumPy baseline (they may overlap GPU jobs)."""
+    impl = getattr(wildcards, "kernel", None)
+    if impl == "numpy":
+        return 0
+    if impl in BASELINES or impl is None:
+        return 1
+    spec = LAB.kernel(impl)
+    return 0 if spec.backend == "host" and not spec.autotuned else 1
+
+
 def swept_ids():
     return [k.id for k in LAB.swept]
 
