@@ -31,7 +31,9 @@ def _frac(x: float) -> str:
     if x == 0:
         return "0"
     inv = 1 / x
-    return f"K/{inv:g}" if abs(inv - round(inv)) < 1e-9 and inv >= 1 else f"{x:g}·K"
+    if inv >= 1:
+        return f"K/{inv:g}" if abs(inv - round(inv)) < 1e-9 else f"K/{inv:.1f}"
+    return f"{x:g}·K"
 
 
 def traffic(spec: KernelSpec, shape: Shape) -> Traffic | None:
