@@ -19,7 +19,8 @@ def test_default_config_is_valid_and_filled(lab):
 
 def test_test_config_is_valid():
     lab = cfgmod.load(ROOT / ".test" / "config" / "config.yaml")
-    assert lab.run == "test" and len(lab.kernels) == 2
+    assert lab.run == "test" and {k.backend for k in lab.kernels} == {"cuda", "host"}
+    assert any(k.autotuned for k in lab.kernels) and lab.swept
 
 
 def test_defaults_come_from_the_schema():

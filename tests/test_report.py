@@ -1,4 +1,4 @@
-"""Report rendering and aggregation from a fixture of real results (an H100 run of kernels 01-04)."""
+"""Report rendering, aggregation and figures from a fixture of real results (the H100 reference run)."""
 
 from types import SimpleNamespace
 
@@ -8,20 +8,39 @@ from conftest import ROOT
 
 from sgemm_lab import io, report, steps
 
-FIX = ROOT / "tests" / "fixtures" / "h100_foundation"
+FIX = ROOT / "tests" / "fixtures" / "h100"
+FIGS = ["tflops_vs_size", "ladder", "roofline", "stalls", "memory"]
 
 
 @pytest.fixture
 def tables():
     return dict(bench=pd.read_csv(FIX / "bench.csv"), checks=pd.read_csv(FIX / "check.csv"),
-                builds=pd.read_csv(FIX / "build.csv"), env=io.read_json(FIX / "environment.json"))
+                builds=pd.read_csv(FIX / "build.csv"), env=io.read_json(FIX / "environment.json"),
+                ncu=pd.read_csv(FIX / "ncu_metrics.csv"), ceilings=io.read_json(FIX / "ceilings.json"),
+                sanitize=pd.read_csv(FIX / "sanitize.csv"),
+                sweeps={p.stem: pd.read_csv(p) for p in (FIX / "sweeps").glob("*.csv")},
+                epilogues={p.stem: pd.read_csv(p) for p in (FIX / "epilogue").glob("*.csv")})
+
+
+def _render(lab, tables, **over):
+    kw = dict(tables, figures={n: report.Path(f"figures/{n}.png") for n in FIGS}, wall_s=123.4)
+    kw.update(over)
+    return report.render(lab, **kw)
 
 
 def test_tidy_bench_columns(tables):
     b = tables["bench"]
-    for col in ("kernel", "m", "n", "k", "median_ms", "tflops", "verified", "min_ms", "q1_ms", "q3_ms", "pct_cublas"):
+    for col in ("kernel", "m", "n", "k", "median_ms", "tflops", "verified", "min_ms", "q1_ms", "q3_ms", "pct_cublas",
+                "source_sha256", "compile_options", "gpu", "git_commit"):
         assert col in b.columns
-    assert set(b.kernel) >= {"cublas"}
+    assert {"cublas", "numpy"} <= set(b.kernel)
+
+
+def test_tidy_ncu_metrics(tables):
+    n = tables["ncu"]
+    assert list(n.columns[:8]) == ["kernel", "m", "n", "k", "status", "metric", "value", "unit"]
+    ffma = n[(n.metric == "ffma_thread_instructions") & (n.kernel == "cublas") & (n.m == 4096)].value.iloc[0]
+    assert ffma == pytest.approx(4096**3, rel=1e-3)
 
 
 def test_collect_bench_computes_pct_of_cublas_at_the_same_shape(tables):
@@ -29,26 +48,30 @@ def test_collect_bench_computes_pct_of_cublas_at_the_same_shape(tables):
     frames = [g for _, g in raw.groupby("kernel")]
     out = report.collect_bench(frames, order=["04_1d_blocktiling", "01_naive", "cublas"])
     assert list(out.kernel.drop_duplicates())[:2] == ["04_1d_blocktiling", "01_naive"]
-    row = out[(out.kernel == "01_naive") & (out.m == 4096)].iloc[0]
-    ref = out[(out.kernel == "cublas") & (out.m == 4096)].iloc[0]
+    row = out[(out.kernel == "01_naive") & (out.m == 4096) & (out.k == 4096)].iloc[0]
+    ref = out[(out.kernel == "cublas") & (out.m == 4096) & (out.k == 4096)].iloc[0]
     assert row.pct_cublas == pytest.approx(100 * row.tflops / ref.tflops)
-    assert out[out.kernel == "cublas"].pct_cublas.round(9).eq(100).all()
+    assert out[(out.kernel == "cublas") & (out.status == "ok")].pct_cublas.round(9).eq(100).all()
 
 
 def test_render_has_every_stage_and_numbers_from_the_data(lab, tables):
-    text = report.render(lab, figures={"tflops_vs_size": report.Path("figures/tflops_vs_size.png")}, wall_s=123.4,
-                         **tables)
+    text = _render(lab, tables)
     b = tables["bench"]
     for impl in lab.implementations:
         assert f"`{impl}`" in text
-    r = b[(b.kernel == "04_1d_blocktiling") & (b.m == 4096)].iloc[0]
+    for spec in lab.kernels:
+        assert f"### `{spec.id}`" in text
+    r = b[(b.kernel == "06_vectorized") & (b.m == 4096) & (b.k == 4096)].iloc[0]
     assert f"{r.tflops:.2f} ({r.pct_cublas:.1f}%)" in text
-    assert "**123 s**" in text and "![TFLOP/s vs size](figures/tflops_vs_size.png)" in text
+    assert "**123 s** (within the 5-minute budget)" in text
     assert tables["env"]["gpu"]["name"] in text
-    assert "None: every configured point ran and verified." in text
+    assert "**every kernel is clean**" in text
+    assert "FP32 FMA probe" in text and "measured / predicted" in text
+    assert "Fused epilogue D = act" in text and "`cublaslt`" in text
+    assert "Chosen by the pipeline from the tile sweeps" in text
 
 
-def test_render_shows_failures_and_skips(lab, tables):
+def test_render_shows_failures_skips_and_unavailable_profiles(lab, tables):
     b = tables["bench"].copy()
     b["reason"] = b["reason"].astype(object)
     i = b.index[(b.kernel == "03_smem_caching") & (b.m == 1024)][0]
@@ -57,20 +80,24 @@ def test_render_shows_failures_and_skips(lab, tables):
     c["reason"] = c["reason"].astype(object)
     j = c.index[c.kernel == "02_coalesced"][0]
     c.loc[j, ["status", "passed", "reason"]] = ["fail", False, "5 NaN/Inf outputs"]
-    skipped = pd.DataFrame([dict(kernel="04_1d_blocktiling", m=1000, n=1000, k=1000, status="skipped",
-                                 reason="needs M, N, K multiples of 64, 64, 8", verified=False)])
-    text = report.render(lab, bench=pd.concat([b, skipped]), checks=c, builds=tables["builds"], env=tables["env"],
-                         figures={}, wall_s=None)
+    s = tables["sanitize"].copy()
+    s.loc[0, "status"] = "errors"
+    ncu = pd.DataFrame([dict(kernel="cublas", m=4096, n=4096, k=4096, status="unavailable: ERR_NVGPUCTRPERM",
+                             metric=None, value=None, unit=None)])
+    text = _render(lab, tables, bench=b, checks=c, sanitize=s, ncu=ncu, wall_s=400.0)
     assert "✗" in text and "**FAIL**" in text
-    assert "5 NaN/Inf outputs" in text and "needs M, N, K multiples of 64, 64, 8" in text
-    assert "| `04_1d_blocktiling` | 1000³ | bench | skipped |" in text
+    assert "5 NaN/Inf outputs" in text and "beta: relative error 1 >= tolerance 1e-5" in text
+    assert "| `03_smem_caching` | 1000³ | bench | skipped |" in text
+    assert "**not every kernel is clean**" in text and "**errors**" in text
+    assert "No Nsight Compute metrics: unavailable: ERR_NVGPUCTRPERM" in text
+    assert "over the 5-minute budget" in text
 
 
 def test_cpu_steps_from_snakemake_objects(lab, tables, tmp_path, raw_config):
     """aggregate -> plot -> report through the same entry point the workflow scripts use."""
     bench_dir = tmp_path / "bench"
     bench_dir.mkdir()
-    raw = tables["bench"].drop(columns=["pct_cublas"])
+    raw = tables["bench"].drop(columns=["pct_cublas", "source_sha256", "compile_options", "gpu", "driver", "git_commit"])
     paths = []
     for impl, g in raw.groupby("kernel"):
         paths.append(bench_dir / f"{impl}.csv")
@@ -86,31 +113,52 @@ def test_cpu_steps_from_snakemake_objects(lab, tables, tmp_path, raw_config):
     out = tmp_path / "reports"
 
     def smk(input, output, **kw):  # a stand-in for the object Snakemake injects into scripts
-        return SimpleNamespace(input=SimpleNamespace(**input), output=SimpleNamespace(**output) if isinstance(output, dict) else output, config=raw_config,
-                               wildcards=SimpleNamespace(), log=[str(tmp_path / "log.txt")],
+        return SimpleNamespace(input=SimpleNamespace(**input),
+                               output=SimpleNamespace(**output) if isinstance(output, dict) else output,
+                               config=raw_config, wildcards=SimpleNamespace(), log=[str(tmp_path / "log.txt")],
                                params=SimpleNamespace(**kw))
 
-    steps.main("aggregate", smk(dict(bench=paths, check=checks, build=builds, env=FIX / "environment.json"),
+    steps.main("aggregate", smk(dict(bench=paths, check=checks, build=builds, profiles=[FIX / "ncu_metrics.csv"],
+                                     sanitize=[FIX / "sanitize.csv"], env=FIX / "environment.json"),
                                 dict(bench=out / "bench.csv", check=out / "check.csv", build=out / "build.csv",
-                                     env=out / "environment.json")))
+                                     env=out / "environment.json", ncu=out / "ncu_metrics.csv",
+                                     sanitize=out / "sanitize.csv")))
     agg = pd.read_csv(out / "bench.csv")
-    assert len(agg) == len(raw) and agg.pct_cublas.notna().all()
-    fig = out / "figures" / "tflops_vs_size.png"
-    steps.main("plot", SimpleNamespace(input=SimpleNamespace(bench=out / "bench.csv"), output=[fig], config=raw_config,
-                                       wildcards=SimpleNamespace(), log=[str(tmp_path / "plot.txt")]))
-    assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(agg) == len(raw) and agg.loc[agg.status == "ok", "pct_cublas"].notna().all()
+    assert agg.source_sha256.notna().all() and (agg.gpu == tables["env"]["gpu"]["name"]).all()
+    figs = {n: out / "figures" / f"{n}.png" for n in FIGS}
+    steps.main("plot", SimpleNamespace(
+        input=SimpleNamespace(bench=out / "bench.csv", ncu=out / "ncu_metrics.csv", ceilings=FIX / "ceilings.json"),
+        output=SimpleNamespace(size=figs["tflops_vs_size"], **{k: v for k, v in figs.items() if k != "tflops_vs_size"}),
+        config=raw_config, wildcards=SimpleNamespace(), log=[str(tmp_path / "plot.txt")]))
+    for f in figs.values():
+        assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     steps.main("report", smk(dict(bench=out / "bench.csv", check=out / "check.csv", build=out / "build.csv",
-                                  env=out / "environment.json", figure=fig), [out / "report.md"], start=tmp_path / "none.json"))
+                                  env=out / "environment.json", figures=list(figs.values()), ncu=out / "ncu_metrics.csv",
+                                  sanitize=out / "sanitize.csv", ceilings=FIX / "ceilings.json",
+                                  sweeps=list((FIX / "sweeps").glob("*.csv"))),
+                             [out / "report.md"], start=tmp_path / "none.json"))
     text = (out / "report.md").read_text()
     assert "![TFLOP/s vs size](figures/tflops_vs_size.png)" in text and "Wall time" not in text
+    assert "![roofline](figures/roofline.png)" in text
     assert not list(out.rglob(".*.tmp"))  # atomic writes leave no temporaries
 
 
-def test_gpu_step_without_gpu_is_one_line(raw_config, tmp_path, capsys):
+def test_heatmap_from_a_real_sweep(lab, tmp_path):
+    from sgemm_lab.plots import sweep_heatmap
+
+    spec = lab.kernel("09_async_pipeline")
+    sweep_heatmap(pd.read_csv(FIX / "sweeps" / "09_async_pipeline.csv"), tmp_path / "h.png", kernel=spec.id,
+                  axes=spec.sweep_axes)
+    assert (tmp_path / "h.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_gpu_step_without_gpu_is_one_line(raw_config, tmp_path, capsys, monkeypatch):
     import importlib.util
 
     if importlib.util.find_spec("pycuda") is not None:
         pytest.skip("PyCUDA present")
+    monkeypatch.chdir(tmp_path)
     smk = SimpleNamespace(input=SimpleNamespace(), output=[str(tmp_path / "env.json")], config=raw_config,
                           wildcards=SimpleNamespace(), log=[str(tmp_path / "env.log")])
     with pytest.raises(SystemExit) as exit_:

@@ -1,0 +1,58 @@
+"""The committed reference run must come from the current kernel sources (CI fails on a stale one)."""
+
+import pandas as pd
+import pytest
+from conftest import ROOT
+
+from sgemm_lab import io
+from sgemm_lab.compile import source_hash
+
+REF = ROOT / "reports" / "h100"
+
+
+@pytest.fixture
+def ref_builds():
+    return pd.read_csv(REF / "build.csv").set_index("kernel")
+
+
+def test_reference_covers_every_configured_stage(lab):
+    bench = pd.read_csv(REF / "bench.csv")
+    assert set(lab.implementations) <= set(bench.kernel), "reference run lacks a configured stage: regenerate it"
+
+
+def test_reference_was_built_from_the_current_sources(lab, ref_builds):
+    stale = []
+    for spec in lab.kernels:
+        rec = ref_builds.loc[spec.id]
+        source_spec = lab.kernel(rec["tuned_from"]) if spec.autotuned else spec
+        if rec["source_sha256"] != source_hash(source_spec):
+            stale.append(f"{spec.id} ({rec['source']})")
+    assert not stale, ("reports/h100 was produced from other kernel sources than the current ones: "
+                       + ", ".join(stale) + " — rerun the pipeline on the GPU (bash env/pipeline.sh --config run=h100)")
+
+
+def test_reference_rows_carry_provenance():
+    bench = pd.read_csv(REF / "bench.csv")
+    env = io.read_json(REF / "environment.json")
+    ran = bench[bench.status == "ok"]
+    assert ran.source_sha256.notna().all() and ran.compile_options.notna().any()
+    assert (ran.gpu == env["gpu"]["name"]).all() and (ran.git_commit == env["git_commit"]).all()
+    text = (REF / "report.md").read_text()
+    assert env["git_commit"][:12] in text
+
+
+def test_stale_reference_is_detected(lab, ref_builds, tmp_path, monkeypatch):
+    """Changing one kernel's source makes the check above fail."""
+    from sgemm_lab import config as cfgmod
+
+    kdir = tmp_path / "kernels"
+    kdir.mkdir()
+    for spec in lab.kernels:
+        if not spec.autotuned:
+            (kdir / spec.source).write_text(spec.source_path.read_text())
+    changed = lab.kernel("05_2d_blocktiling")
+    (kdir / changed.source).write_text(changed.source_path.read_text() + "\n// edited\n")
+    monkeypatch.setattr(cfgmod, "KERNEL_DIR", kdir)
+    stale = [s.id for s in lab.kernels if not s.autotuned
+             and ref_builds.loc[s.id, "source_sha256"] != source_hash(s)]
+    assert stale == ["05_2d_blocktiling"]
