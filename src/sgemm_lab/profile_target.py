@@ -1,7 +1,7 @@
 """The process Nsight Compute profiles: one launch of one implementation per shape, after a warm-up.
 
-    python -m sgemm_lab.profile_target --config-json '{...}' --impl 05_2d_blocktiling \\
-        --binary results/x/build/05_2d_blocktiling.bin --record results/x/build/05_2d_blocktiling.json \\
+    python -m sgemm_lab.profile_target --config-json '{...}' --impl <kernel> \\
+        --binary results/<run>/build/<kernel>.bin --record results/<run>/build/<kernel>.json \\
         --shapes 1024x1024x1024 4096x4096x4096
 """
 
