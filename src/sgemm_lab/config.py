@@ -8,6 +8,7 @@ immutable dataclasses that the rest of the package uses.
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -20,7 +21,8 @@ from .errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "workflow" / "schemas" / "config.schema.yaml"
-KERNEL_DIR = ROOT / "kernels"
+# the kernel sources; SGEMM_LAB_KERNELS points elsewhere (e.g. a directory of experimental stages)
+KERNEL_DIR = Path(os.environ.get("SGEMM_LAB_KERNELS") or ROOT / "kernels")
 BASELINES = ("cublas", "numpy")
 
 
@@ -148,6 +150,7 @@ class LabConfig:
     run: str
     seed: int | None
     arch: str
+    watchdog_s: float
     check: CheckSettings
     bench: BenchSettings
     cpu: CpuSettings
@@ -290,6 +293,7 @@ def from_dict(raw: Mapping[str, Any], *, source: str = "config") -> LabConfig:
         run=cfg["run"],
         seed=cfg["seed"],
         arch=cfg["arch"],
+        watchdog_s=float(cfg["watchdog_s"]),
         check=CheckSettings(
             shapes=tuple(dict.fromkeys(Shape.of(s) for s in check["shapes"])),
             alpha=float(check["alpha"]),

@@ -73,6 +73,8 @@ def ladder_table(cfg: LabConfig, bench: pd.DataFrame, checks: pd.DataFrame) -> s
             r = r.iloc[0]
             if r["status"] == "skipped":
                 cells.append("skipped")
+            elif r["status"] not in ("ok", "failed"):  # error, timeout, crashed: listed under failures
+                cells.append(f"**{r['status']}**")
             elif r["tflops"] < 0.1:  # CPU stages: GFLOP/s reads better
                 cells.append(f"{r['tflops'] * 1e3:.2f} GFLOP/s")
             elif impl == "cublas":

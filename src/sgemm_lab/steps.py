@@ -126,27 +126,68 @@ def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, reco
     io.write_json(record_out, rec)
 
 
-def check(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path) -> None:
-    runner = _runner(cfg, impl, binary, record)
-    base = base_seed(cfg)
-    rows = []
-    shapes = cfg.check.shapes
-    for i, shape in enumerate(shapes, 1):
-        head = dict(kernel=impl, m=shape.m, n=shape.n, k=shape.k)
+def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | None, kind: str):
+    """Built in the isolated child process: verifies (``check``) or measures (``bench``) one shape."""
+    from .runners import TimingSettings
+
+    cfg = from_dict(raw_config)
+    _setup_logging(None)
+    runner = _runner(cfg, impl, Path(binary) if binary else None, Path(record) if record else None)
+    b = cfg.bench
+    timing = TimingSettings(warmup_ms=b.warmup_ms, target_ms=b.target_ms, min_reps=b.min_reps, max_reps=b.max_reps,
+                            l2_policy=b.l2_policy)
+
+    def work(point):
+        (m, n, k), seed = point
+        shape = Shape(m=m, n=n, k=k)
+        head = dict(kernel=impl, m=m, n=n, k=k)
         reason = runner.skip_reason(shape)
         if reason:
-            rows.append(dict(head, mode="-", status="skipped", reason=reason))
-            log.info("[check %s] %d/%d %s: skipped (%s)", impl, i, len(shapes), shape, reason)
+            return [dict(head, mode="-", status="skipped", reason=reason, verified=False)]
+        if kind == "check":
+            return [dict(head, status="pass" if r["passed"] else "fail", **r) for r in runner.check(shape, seed)]
+        r = runner.bench(shape, seed, timing)
+        return [dict(head, status="ok" if r["verified"] else "failed", **r)]
+
+    return work
+
+
+def _isolated_points(cfg: LabConfig, impl: str, kind: str, shapes, seed_of, *, binary, record, raw_config) -> list[dict]:
+    """Run each shape in a supervised child process; a hang, crash or CUDA error becomes a row."""
+    from . import isolate
+
+    points = [((s.m, s.n, s.k), seed_of(s)) for s in shapes]
+    rows = []
+    for o in isolate.run(points, factory="sgemm_lab.steps:point_worker",
+                         args=(raw_config, impl, str(binary) if binary else None, str(record) if record else None, kind),
+                         timeout_s=cfg.watchdog_s, log=log):
+        (m, n, k), _ = o.point
+        tag = f"[{kind} {impl}] {o.index + 1}/{len(points)} {m}x{n}x{k}"
+        if o.status != "ok":
+            rows.append(dict(kernel=impl, m=m, n=n, k=k, mode="-", status=o.status, reason=o.message, verified=False))
+            log.warning("%s: %s (%s)", tag, o.status.upper(), o.message)
             continue
-        with _Guard(f"check {impl} at {shape}"):
-            results = runner.check(shape, point_seed(base, impl, shape, "check"))
-        for r in results:
-            rows.append(dict(head, status="pass" if r["passed"] else "fail", **r))
-            log.info("[check %s] %d/%d %s %s: %s (rel err %.2e, tol %.2e)", impl, i, len(shapes), shape, r["mode"],
-                     "pass" if r["passed"] else "FAIL " + r["reason"], r["rel_err"], r["tolerance"])
-    runner.close()
+        rows += o.rows
+        for r in o.rows:
+            if r["status"] == "skipped":
+                log.info("%s: skipped (%s)", tag, r["reason"])
+            elif kind == "check":
+                log.info("%s %s: %s (rel err %.2e, tol %.2e)", tag, r["mode"],
+                         "pass" if r["passed"] else "FAIL " + r["reason"], r["rel_err"], r["tolerance"])
+            else:
+                log.info("%s: %.3f TFLOP/s (median %.4f ms, IQR %.4f ms, %d reps, SM %s->%s MHz)%s", tag, r["tflops"],
+                         r["median_ms"], r["iqr_ms"], r["reps"], r["sm_clock_before_mhz"], r["sm_clock_after_mhz"],
+                         "" if r["verified"] else " NOT VERIFIED: " + r["reason"])
+    return rows
+
+
+def check(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path,
+          raw_config: dict | None = None) -> None:
+    base = base_seed(cfg)
+    rows = _isolated_points(cfg, impl, "check", cfg.check.shapes, lambda s: point_seed(base, impl, s, "check"),
+                            binary=binary, record=record, raw_config=raw_config)
     ran = [r for r in rows if r["status"] != "skipped"]
-    status = "fail" if any(r["status"] == "fail" for r in ran) else ("pass" if ran else "skipped")
+    status = "pass" if ran and all(r["status"] == "pass" for r in ran) else ("skipped" if not ran else "fail")
     io.write_json(out, {"kernel": impl, "status": status, "base_seed": base, "points": rows})
 
 
@@ -156,30 +197,12 @@ BENCH_COLUMNS = ["kernel", "m", "n", "k", "status", "reason", "verified", "rel_e
                  "alpha", "beta", "seed"]
 
 
-def bench(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path) -> None:
-    from .runners import TimingSettings
-
-    runner = _runner(cfg, impl, binary, record)
-    b = cfg.bench
-    timing = TimingSettings(warmup_ms=b.warmup_ms, target_ms=b.target_ms, min_reps=b.min_reps, max_reps=b.max_reps,
-                            l2_policy=b.l2_policy)
+def bench(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path,
+          raw_config: dict | None = None) -> None:
     base = base_seed(cfg)
-    rows = []
-    for i, shape in enumerate(b.shapes, 1):
-        head = dict(kernel=impl, m=shape.m, n=shape.n, k=shape.k)
-        reason = runner.skip_reason(shape)
-        if reason:
-            rows.append(dict(head, status="skipped", reason=reason, verified=False))
-            log.info("[bench %s] %d/%d %s: skipped (%s)", impl, i, len(b.shapes), shape, reason)
-            continue
-        with _Guard(f"bench {impl} at {shape}"):
-            r = runner.bench(shape, point_seed(base, impl, shape, "bench"), timing)
-        rows.append(dict(head, status="ok" if r["verified"] else "failed", **r))
-        log.info("[bench %s] %d/%d %s: %.3f TFLOP/s (median %.4f ms, IQR %.4f ms, %d reps, SM %s->%s MHz)%s", impl, i,
-                 len(b.shapes), shape, r["tflops"], r["median_ms"], r["iqr_ms"], r["reps"],
-                 r["sm_clock_before_mhz"], r["sm_clock_after_mhz"], "" if r["verified"] else " NOT VERIFIED: " + r["reason"])
-    runner.close()
-    io.write_csv(out, pd.DataFrame(rows, columns=BENCH_COLUMNS))
+    rows = _isolated_points(cfg, impl, "bench", cfg.bench.shapes, lambda s: point_seed(base, impl, s, "bench"),
+                            binary=binary, record=record, raw_config=raw_config)
+    io.write_csv(out, pd.DataFrame(rows).reindex(columns=BENCH_COLUMNS))
 
 
 def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> None:
@@ -417,8 +440,8 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], None]:
         "environment": lambda c: environment(c, out=Path(o[0])),
         "build": lambda c: build(c, impl, env_json=Path(i.env), binary_out=Path(o.binary), record_out=Path(o.record),
                                  sweeps=[Path(p) for p in getattr(i, "sweeps", [])]),
-        "check": lambda c: check(c, impl, binary=binary, record=record, out=Path(o[0])),
-        "bench": lambda c: bench(c, impl, binary=binary, record=record, out=Path(o[0])),
+        "check": lambda c: check(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config)),
+        "bench": lambda c: bench(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config)),
         "sweep": lambda c: sweep(c, impl, env_json=Path(i.env), out=Path(o[0])),
         "epilogue": lambda c: epilogue(c, impl, env_json=Path(i.env), out=Path(o[0])),
         "profile": lambda c: profile(c, impl, binary=binary, record=record, raw_config=dict(smk.config),

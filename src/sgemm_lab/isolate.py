@@ -1,0 +1,114 @@
+"""Run the points of a job in a child process, with a watchdog, so that no point can take the others down.
+
+A hanging kernel, a CUDA error that poisons the context (illegal address, launch failure) or a crash of
+the process end that one point: it becomes a row with a status (``timeout``, ``error``, ``crashed``)
+and a fresh child process, with a fresh CUDA context, carries on with the next point. Results are
+streamed back point by point, so nothing measured before a failure is lost.
+
+The child builds its worker once with ``factory(*args)`` ("module:function", importable), then calls
+``worker(point)`` for each point; ``worker(point)`` returns a list of result rows.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+
+@dataclass(frozen=True)
+class Outcome:
+    index: int
+    point: Any
+    status: str            # ok | error | timeout | crashed
+    rows: list | None = None
+    message: str = ""
+
+
+def _resolve(name: str) -> Callable:
+    module, func = name.split(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def _child(conn, factory: str, args: tuple, points: list, first: int) -> None:
+    try:
+        worker = _resolve(factory)(*args)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which records it
+        conn.send(("init_error", first, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                   traceback.format_exc()))
+        return
+    for i, point in enumerate(points, start=first):
+        conn.send(("start", i, None, None))
+        try:
+            rows = worker(point)
+        except BaseException as exc:  # noqa: BLE001
+            msg = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            fatal = type(exc).__module__.startswith("pycuda")  # the context may be unusable now
+            conn.send(("error", i, msg, traceback.format_exc()))
+            if fatal:
+                return
+            continue
+        conn.send(("ok", i, rows, None))
+    conn.send(("done", None, None, None))
+
+
+def run(points: list, *, factory: str, args: tuple = (), timeout_s: float, log=None,
+        start_method: str = "spawn") -> Iterator[Outcome]:
+    """Yield one Outcome per point, in order, whatever happens to the points before it."""
+    ctx = mp.get_context(start_method)
+    next_i = 0
+    while next_i < len(points):
+        parent, child = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_child, args=(child, factory, args, points[next_i:], next_i), daemon=True)
+        proc.start()
+        child.close()
+        running, started = None, time.monotonic()
+        restart = False
+        while not restart:
+            if parent.poll(1.0):
+                try:
+                    kind, i, payload, detail = parent.recv()
+                except EOFError:
+                    kind = "eof"
+            elif not proc.is_alive() and not parent.poll(0):
+                kind = "eof"
+            else:
+                if running is not None and time.monotonic() - started > timeout_s:
+                    proc.kill()
+                    proc.join()
+                    yield Outcome(running, points[running], "timeout",
+                                  message=f"no result after {timeout_s:g} s (watchdog); process ended")
+                    next_i, restart = running + 1, True
+                continue
+            if kind == "start":
+                running, started = i, time.monotonic()
+            elif kind == "ok":
+                yield Outcome(i, points[i], "ok", rows=payload)
+                running, next_i = None, i + 1
+            elif kind == "error":
+                if log is not None and detail:
+                    log.debug("%s", detail)
+                yield Outcome(i, points[i], "error", message=payload)
+                running, next_i = None, i + 1
+            elif kind == "init_error":
+                if log is not None and detail:
+                    log.debug("%s", detail)
+                for j in range(next_i, len(points)):
+                    yield Outcome(j, points[j], "error", message=f"worker could not start: {payload}")
+                next_i, restart = len(points), True
+            elif kind == "done":
+                next_i, restart = len(points), True
+            elif kind == "eof":
+                proc.join()
+                if running is not None:
+                    yield Outcome(running, points[running], "crashed",
+                                  message=f"process died (exit code {proc.exitcode})")
+                    next_i = running + 1
+                restart = True
+        proc.join(timeout=10)
+        if proc.is_alive():
+            proc.kill()
+        parent.close()

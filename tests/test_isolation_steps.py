@@ -1,0 +1,77 @@
+"""Isolation and durability through the real steps, with host stages (runs on the CPU, like in CI).
+
+The same supervisor runs GPU stages: a hanging kernel, a crash or a wrong result is one row with a
+status, the other points are measured, and the step still writes its complete, atomic output.
+"""
+
+import shutil
+
+import pandas as pd
+import pytest
+
+from sgemm_lab import config as cfgmod
+from sgemm_lab import host, io, steps
+
+BAD = r"""
+#include <stddef.h>
+void good(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C) {
+  for (int i = 0; i < M; ++i) for (int j = 0; j < N; ++j) { float s = 0;
+    for (int k = 0; k < K; ++k) s += A[i*K+k] * B[k*N+j];
+    C[i*N+j] = beta == 0 ? alpha * s : alpha * s + beta * C[i*N+j]; } }
+/* hangs when M == 7, crashes when M == 9, wrong when M == 11 */
+void bad(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C) {
+  volatile int spin = 1;
+  if (M == 7) while (spin) {}
+  if (M == 9) { volatile float* p = NULL; *p = 1.0f; }
+  good(M, N, K, alpha, A, B, beta, C);
+  if (M == 11) C[0] += 1.0f;
+}
+"""
+
+
+@pytest.fixture
+def setup(tmp_path, monkeypatch):
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    kdir = tmp_path / "kernels"
+    kdir.mkdir()
+    (kdir / "00_bad.c").write_text(BAD)
+    monkeypatch.setattr(cfgmod, "KERNEL_DIR", kdir)
+    raw = {"watchdog_s": 3, "cpu": {"max_dim": 64, "min_reps": 2, "target_ms": 1},
+           "check": {"shapes": [[5, 6, 7], [7, 6, 5], [9, 6, 5], [11, 6, 5], [13, 6, 5]]},
+           "bench": {"square": [], "shapes": [[5, 6, 7], [7, 6, 5], [9, 6, 5], [11, 6, 5], [13, 6, 5], [65, 8, 8]],
+                     "warmup_ms": 1, "target_ms": 1, "min_reps": 3},
+           "kernels": [{"id": "00_bad", "title": "bad", "source": "00_bad.c", "entry": "bad", "backend": "host",
+                        "geometry": "host", "shapes": "any"}]}
+    cfg = cfgmod.from_dict(raw)
+    spec = cfg.kernel("00_bad")
+    lib, _, _ = host.compile_shared(spec, cfg.cpu.cflags)
+    (tmp_path / "00_bad.bin").write_bytes(lib)
+    io.write_json(tmp_path / "00_bad.json", {"kernel": "00_bad", "params": {}})
+    monkeypatch.setenv("SGEMM_LAB_KERNELS", str(kdir))  # what the spawned child processes read
+    return cfg, raw, tmp_path
+
+
+def test_bench_keeps_going_past_hang_crash_and_wrong_result(setup, monkeypatch):
+    cfg, raw, tmp = setup
+    out = tmp / "bench.csv"
+    steps.bench(cfg, "00_bad", binary=tmp / "00_bad.bin", record=tmp / "00_bad.json", out=out, raw_config=raw)
+    df = pd.read_csv(out)
+    assert list(df.m) == [5, 7, 9, 11, 13, 65]  # one row per configured point, in order
+    assert list(df.status) == ["ok", "timeout", "crashed", "failed", "ok", "skipped"]
+    assert "watchdog" in df.reason[1] and "exit code" in df.reason[2] and "relative error" in df.reason[3]
+    assert list(df.verified) == [True, False, False, False, True, False]
+    assert df.tflops[0] > 0 and df.tflops[4] > 0
+    assert not list(tmp.glob(".*.tmp"))
+
+
+def test_check_records_every_failure_mode(setup):
+    cfg, raw, tmp = setup
+    out = tmp / "check.json"
+    steps.check(cfg, "00_bad", binary=tmp / "00_bad.bin", record=tmp / "00_bad.json", out=out, raw_config=raw)
+    res = io.read_json(out)
+    assert res["status"] == "fail"
+    by_m = {}
+    for r in res["points"]:
+        by_m.setdefault(r["m"], []).append(r["status"])
+    assert by_m == {5: ["pass", "pass"], 7: ["timeout"], 9: ["crashed"], 11: ["fail", "fail"], 13: ["pass", "pass"]}
