@@ -205,21 +205,54 @@ def bench(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None
     io.write_csv(out, pd.DataFrame(rows).reindex(columns=BENCH_COLUMNS))
 
 
-def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> None:
-    """Tile sweep of one stage on ``cfg.sweep.shape``: filter, compile in parallel, verify, time."""
+def sweep_worker(raw_config: dict, kernel: str, arch: str, seed: int):
+    """Built in the isolated child: compiles (PyCUDA's cache is warm), verifies and times one sweep point."""
+    import json
+
+    from . import gpu
+    from .runners import GpuRunner, TimingSettings
+
+    cfg = from_dict(raw_config)
+    _setup_logging(None)
+    spec = cfg.kernel(kernel)
+    s = cfg.sweep
+    timing = TimingSettings(warmup_ms=s.warmup_ms, target_ms=s.target_ms, min_reps=s.min_reps, max_reps=s.max_reps)
+    dev = gpu.device_info()
+    runner = None
+
+    def work(params: dict) -> list[dict]:
+        nonlocal runner
+        sp = spec.with_params(**params)
+        cubin = gpu.compile_cubin(sp, arch)
+        launcher = gpu.KernelLauncher(sp, cubin)
+        f = launcher.func
+        head = dict(registers=f.num_regs, shared_static_bytes=f.shared_size_bytes, local_bytes=f.local_size_bytes,
+                    within_local_budget=f.local_size_bytes <= sp.max_local_bytes)
+        problem = launcher.launch_problem(dev)
+        if problem:
+            return [dict(head, status="filtered", reason=f"after compiling: {problem}")]
+        if runner is None:
+            runner = GpuRunner(cfg, kernel, sp, cubin)
+        runner.spec, runner.launch = sp, launcher
+        r = runner.bench(s.shape, point_seed(seed, json.dumps(params, sort_keys=True), s.shape, "sweep"), timing)
+        return [dict(head, status="ok" if r["verified"] else "failed", **r)]
+
+    return work
+
+
+def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path, raw_config: dict | None = None) -> None:
+    """Tile sweep of one stage on ``cfg.sweep.shape``: filter, compile in parallel, then verify and time each
+    point in a supervised child process (a hang or CUDA error is that point's row, not the sweep's end)."""
     import json
     from concurrent.futures import ThreadPoolExecutor
 
-    from . import geometry, gpu
+    from . import geometry, gpu, isolate
     from .autotune import sweep_points
-    from .runners import GpuRunner, TimingSettings
 
     spec = cfg.kernel(kernel)
     dev = gpu.device_info()
     arch = io.read_json(env_json)["gpu"]["arch"]
     shape = cfg.sweep.shape
-    s = cfg.sweep
-    timing = TimingSettings(warmup_ms=s.warmup_ms, target_ms=s.target_ms, min_reps=s.min_reps, max_reps=s.max_reps)
     points = sweep_points(spec)
     rows, todo = [], []
     for params in points:
@@ -232,46 +265,39 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> None:
         if problems or reason:
             rows.append(dict(head, status="filtered", reason="; ".join(problems + ([reason] if reason else []))))
         else:
-            todo.append((head, sp))
+            todo.append((head, sp, params))
     log.info("[sweep %s] %d points: %d filtered before compiling, %d to compile (%d parallel jobs)", kernel,
-             len(points), len(rows), len(todo), s.jobs)
+             len(points), len(rows), len(todo), cfg.sweep.jobs)
 
     def build_one(sp):
         try:
-            return gpu.compile_cubin(sp, arch), None
+            gpu.compile_cubin(sp, arch)  # fills PyCUDA's compile cache for the child process
+            return None
         except CompileError as exc:
-            return None, str(exc)
+            return str(exc)
 
-    with ThreadPoolExecutor(max_workers=s.jobs) as pool:
-        built = list(pool.map(build_one, [sp for _, sp in todo]))
-    runner = GpuRunner(cfg, kernel, spec, built[0][0]) if any(b[0] for b in built) else None
-    base = base_seed(cfg)
-    for i, ((head, sp), (cubin, err)) in enumerate(zip(todo, built), 1):
-        if cubin is None:
+    with ThreadPoolExecutor(max_workers=cfg.sweep.jobs) as pool:
+        errors = list(pool.map(build_one, [sp for _, sp, _ in todo]))
+    runnable = []
+    for (head, sp, params), err in zip(todo, errors):
+        if err:
             rows.append(dict(head, status="compile_error", reason=err))
+        else:
+            runnable.append((head, params))
+    for o in isolate.run([p for _, p in runnable], factory="sgemm_lab.steps:sweep_worker",
+                         args=(raw_config, kernel, arch, base_seed(cfg)), timeout_s=cfg.watchdog_s, log=log):
+        head = runnable[o.index][0]
+        if o.status != "ok":
+            rows.append(dict(head, status=o.status, reason=o.message))
+            log.warning("[sweep %s] %d/%d %s: %s (%s)", kernel, o.index + 1, len(runnable), head["params"],
+                        o.status.upper(), o.message)
             continue
-        launcher = gpu.KernelLauncher(sp, cubin)
-        head.update(registers=launcher.func.num_regs, shared_static_bytes=launcher.func.shared_size_bytes,
-                    local_bytes=launcher.func.local_size_bytes,
-                    within_local_budget=launcher.func.local_size_bytes <= sp.max_local_bytes)
-        problem = launcher.launch_problem(dev)
-        if problem:
-            rows.append(dict(head, status="filtered", reason=f"after compiling: {problem}"))
-            continue
-        runner.spec, runner.launch = sp, launcher
-        try:
-            r = runner.bench(shape, point_seed(base, head["params"], shape, "sweep"), timing)
-        except Exception as exc:  # a launch failure is a result of this point, not of the sweep
-            if not type(exc).__module__.startswith("pycuda"):
-                raise
-            rows.append(dict(head, status="launch_error", reason=str(exc).splitlines()[0]))
-            log.info("[sweep %s] %d/%d %s: launch error %s", kernel, i, len(todo), head["params"], exc)
-            continue
-        rows.append(dict(head, status="ok" if r["verified"] else "failed", **r))
-        log.info("[sweep %s] %d/%d %s: %.2f TFLOP/s, %d regs, %d B local%s", kernel, i, len(todo), head["params"],
-                 r["tflops"], head["registers"], head["local_bytes"], "" if r["verified"] else " NOT VERIFIED")
-    if runner is not None:
-        runner.close()
+        r = o.rows[0]
+        rows.append(dict(head, **r))
+        if r["status"] in ("ok", "failed"):
+            log.info("[sweep %s] %d/%d %s: %.2f TFLOP/s, %d regs, %d B local%s", kernel, o.index + 1, len(runnable),
+                     head["params"], r["tflops"], r["registers"], r["local_bytes"],
+                     "" if r["verified"] else " NOT VERIFIED")
     io.write_csv(out, pd.DataFrame(rows))
 
 
@@ -442,7 +468,7 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], None]:
                                  sweeps=[Path(p) for p in getattr(i, "sweeps", [])]),
         "check": lambda c: check(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config)),
         "bench": lambda c: bench(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config)),
-        "sweep": lambda c: sweep(c, impl, env_json=Path(i.env), out=Path(o[0])),
+        "sweep": lambda c: sweep(c, impl, env_json=Path(i.env), out=Path(o[0]), raw_config=dict(smk.config)),
         "epilogue": lambda c: epilogue(c, impl, env_json=Path(i.env), out=Path(o[0])),
         "profile": lambda c: profile(c, impl, binary=binary, record=record, raw_config=dict(smk.config),
                                      out=Path(o[0])),
