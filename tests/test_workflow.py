@@ -70,3 +70,19 @@ def test_invalid_config_is_reported_without_traceback(checkout):
     out = proc.stdout + proc.stderr
     assert "invalid configuration: config: bench.square[0]: 0 is less than the minimum of 1" in out
     assert "Traceback" not in out
+
+
+def test_supervised_steps_run_through_snakemake_scripts(checkout):
+    """Host stages through the real rules and script shims (the supervised child processes re-import
+    the shim, which must not run the step again); a stub environment record stands in for the GPU rule."""
+    env = checkout / "results" / "test" / "environment.json"
+    env.parent.mkdir(parents=True)
+    env.write_text('{"gpu": {"arch": "sm_90"}}\n')
+    targets = ["results/test/bench/00_hostmult1.csv", "results/test/check/numpy.json"]
+    proc = _snakemake([*targets, "--cores", "2", "--configfile", ".test/config/config.yaml"], checkout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    import pandas as pd
+
+    bench = pd.read_csv(checkout / targets[0])
+    assert list(bench.status) == ["ok", "skipped", "ok"] and bench.verified.iloc[0]
+    assert '"status": "pass"' in (checkout / targets[1]).read_text()

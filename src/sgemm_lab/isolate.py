@@ -103,10 +103,12 @@ def run(points: list, *, factory: str, args: tuple = (), timeout_s: float, log=N
                 next_i, restart = len(points), True
             elif kind == "eof":
                 proc.join()
-                if running is not None:
-                    yield Outcome(running, points[running], "crashed",
-                                  message=f"process died (exit code {proc.exitcode})")
-                    next_i = running + 1
+                # died inside a point, or before starting one (then the next point is charged, so that a
+                # child that cannot even start never loops forever)
+                at = running if running is not None else next_i
+                when = "" if running is not None else " before starting"
+                yield Outcome(at, points[at], "crashed", message=f"process died{when} (exit code {proc.exitcode})")
+                next_i = at + 1
                 restart = True
         proc.join(timeout=10)
         if proc.is_alive():
