@@ -24,7 +24,7 @@ extern "C" __global__ void sgemm_broken(int M, int N, int K, float alpha, const 
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= M * N) return;
     int row = t / N, col = t % N;
-    if (M == 96) { volatile int spin = 1; while (spin) {} }              // hangs
+    if (M == 96) { while (clock64() >= 0) { if (K < 0) C[t] = 0.f; } }   // hangs (a loop the compiler keeps)
     if (M == 160) { C[(size_t)1 << 40] = 1.0f; }                          // illegal address
     float acc = 0.f;
     for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];
