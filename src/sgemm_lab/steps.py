@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from . import io, verify
+from . import io
 from .config import BASELINES, KernelSpec, LabConfig, Shape, from_dict
 from .errors import CompileError, LabError
 from .geometry import unsupported_reason
