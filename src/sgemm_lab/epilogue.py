@@ -99,7 +99,7 @@ def run(cfg: LabConfig, spec: KernelSpec, *, arch: str, seed_for) -> list[dict]:
                     if impl == "cublas+bias_act":
                         cuda.memcpy_htod(dD, np.ascontiguousarray(p["c"]))  # its C is its output
                     else:
-                        cuda.memset_d32(dD, 0x7FC00000, shape.m * p["ldd"])
+                        cuda.memset_d32(dD, verify.NAN_BITS, shape.m * p["ldd"])
                     launch()
                     stream.synchronize()
                     out = np.empty((shape.m, p["ldd"]), np.float32)

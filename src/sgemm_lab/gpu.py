@@ -21,6 +21,7 @@ from .compile import compile_options, source_text
 from .config import KERNEL_DIR, KernelSpec, Shape
 from .errors import CompileError, LabError, NoGPUError
 from .stats import TimingStats, reps_for, summarize
+from .verify import NAN_BITS
 
 _cuda = None
 
@@ -325,7 +326,7 @@ class Buffers:
 
     def poison_c(self) -> None:
         """Fill C with quiet NaNs: an element the kernel does not write stays NaN and fails the check."""
-        driver().memset_d32(self.c, 0x7FC00000, self.shape.m * self.shape.n)
+        driver().memset_d32(self.c, NAN_BITS, self.shape.m * self.shape.n)
 
     def download_c(self) -> np.ndarray:
         out = np.empty((self.shape.m, self.shape.n), np.float32)

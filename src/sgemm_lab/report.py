@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from .config import LabConfig
+from .profile import OCCUPANCY_LIMITS
 
 
 def collect_bench(frames: list[pd.DataFrame], order: list[str]) -> pd.DataFrame:
@@ -221,7 +222,7 @@ def _num(x) -> str:
 
 def occupancy_limiter(row: pd.Series) -> str:
     """The launch__occupancy_limit_* with the fewest blocks per SM (ncu's limiting factor)."""
-    lim = {name: row.get(f"occupancy_limit_{name}") for name in ("registers", "shared_mem", "warps", "blocks")}
+    lim = {name: row.get(f"occupancy_limit_{name}") for name in OCCUPANCY_LIMITS}
     lim = {k: v for k, v in lim.items() if v == v and v is not None}
     if not lim:
         return "?"
