@@ -20,6 +20,7 @@ include: "workflow/rules/sweep.smk"
 include: "workflow/rules/epilogue.smk"
 include: "workflow/rules/profile.smk"
 include: "workflow/rules/sanitize.smk"
+include: "workflow/rules/failures.smk"
 include: "workflow/rules/report.smk"
 
 

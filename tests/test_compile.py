@@ -112,3 +112,26 @@ def test_source_hash_changes_with_source(lab):
     assert len(h) == 64 and h == comp.source_hash(k)
     with pytest.raises(CompileError, match="not found"):
         comp.source_hash(cfgmod.KernelSpec(id="x", source="gone.cu", entry="e", title="t", geometry="elementwise"))
+
+
+def test_local_headers_are_inlined_once_and_covered_by_the_hash(tmp_path, monkeypatch, nvcc):
+    src = ('#include "util.cuh"\n#include "util.cuh"\n#include <cstdint>\n'
+           'extern "C" __global__ void k(float* x) { x[0] = twice(x[0]); }\n')
+    spec = _spec_with_source(tmp_path, monkeypatch, src)
+    (tmp_path / "kernels" / "util.cuh").write_text("#pragma once\n__device__ float twice(float x) { return 2 * x; }\n")
+    text = comp.source_text(spec)
+    assert text.count("__device__ float twice") == 1 and "#pragma once" not in text
+    assert '#include "util.cuh"' not in text and "#include <cstdint>" in text
+    assert '#line 1 "util.cuh"' in text and '#line 2 "99_test.cu"' in text
+    [(_, res, err)] = comp.compile_check([spec], "sm_90", tmp_path / "logs")
+    assert err is None and res is not None
+    before = comp.source_hash(spec)
+    (tmp_path / "kernels" / "util.cuh").write_text("#pragma once\n__device__ float twice(float x) { return x + x; }\n")
+    assert comp.source_hash(spec) != before  # a header edit makes the reference stale too
+
+
+def test_compile_errors_in_a_header_name_the_header(tmp_path, monkeypatch, nvcc):
+    spec = _spec_with_source(tmp_path, monkeypatch, '#include "bad.cuh"\nextern "C" __global__ void k() {}\n')
+    (tmp_path / "kernels" / "bad.cuh").write_text("// fine\n__device__ int oops() { return undefined_name; }\n")
+    [(_, _, err)] = comp.compile_check([spec], "sm_90", tmp_path / "logs")
+    assert err and "bad.cuh(2)" in (tmp_path / "logs" / "99_test.log").read_text()

@@ -56,3 +56,12 @@ def test_explicit_threads_parameter_wins():
 def test_grid_limits():
     s = spec()
     assert "grid limits" in geometry.unsupported_reason(s, Shape(m=64 * 70000, n=64, k=8))
+
+
+def test_max_dim_skips_large_shapes_and_names_its_config_key(lab):
+    s = spec(max_dim=2048)
+    assert geometry.unsupported_reason(s, Shape(m=2048, n=2048, k=2048)) is None
+    assert geometry.unsupported_reason(s, Shape(m=4096, n=64, k=64)) == "limited to dimensions <= 2048 (config max_dim)"
+    host = next(k for k in lab.kernels if k.backend == "host")
+    big = Shape(m=lab.cpu.max_dim + 1, n=8, k=8)
+    assert geometry.unsupported_reason(host, big).endswith("(config cpu.max_dim)")

@@ -36,3 +36,32 @@ def test_every_point_gets_an_outcome_in_order():
 def test_a_worker_that_cannot_start_fails_every_point():
     out = list(isolate.run([1, 2], factory="test_isolate:no_such_factory", timeout_s=5, start_method="fork"))
     assert [o.status for o in out] == ["error", "error"] and "could not start" in out[0].message
+
+
+class CountingGate:
+    def __init__(self):
+        self.entered = self.exited = 0
+
+    def __enter__(self):
+        self.entered += 1
+        return self
+
+    def __exit__(self, *exc):
+        self.exited += 1
+        return False
+
+
+def test_the_gate_is_held_once_across_restarts_and_released_at_the_end():
+    gate = CountingGate()
+    seen = []
+    for o in isolate.run([0, 1, 2], factory="test_isolate:fake_worker", args=({1: "crash"},), timeout_s=5,
+                         start_method="fork", gate=gate):
+        seen.append((o.status, gate.entered, gate.exited))
+    assert seen == [("ok", 1, 0), ("crashed", 1, 0), ("ok", 1, 0)]  # points run inside the gate
+    assert (gate.entered, gate.exited) == (1, 1)
+
+
+def test_a_worker_that_cannot_start_never_takes_the_gate():
+    gate = CountingGate()
+    out = list(isolate.run([1], factory="test_isolate:no_such_factory", timeout_s=5, start_method="fork", gate=gate))
+    assert out[0].status == "error" and gate.entered == 0

@@ -45,14 +45,18 @@ def test_stale_reference_is_detected(lab, ref_builds, tmp_path, monkeypatch):
     """Changing one kernel's source makes the check above fail."""
     from sgemm_lab import config as cfgmod
 
-    kdir = tmp_path / "kernels"
+    kdir, orig = tmp_path / "kernels", cfgmod.KERNEL_DIR
     kdir.mkdir()
-    for spec in lab.kernels:
-        if not spec.autotuned:
-            (kdir / spec.source).write_text(spec.source_path.read_text())
+    for f in orig.iterdir():  # sources and the headers they include
+        (kdir / f.name).write_text(f.read_text())
     changed = lab.kernel("05_2d_blocktiling")
-    (kdir / changed.source).write_text(changed.source_path.read_text() + "\n// edited\n")
+    (kdir / changed.source).write_text((orig / changed.source).read_text() + "\n// edited\n")
     monkeypatch.setattr(cfgmod, "KERNEL_DIR", kdir)
     stale = [s.id for s in lab.kernels if not s.autotuned
              and ref_builds.loc[s.id, "source_sha256"] != source_hash(s)]
     assert stale == ["05_2d_blocktiling"]
+    (kdir / changed.source).write_text((orig / changed.source).read_text())
+    (kdir / "common.cuh").write_text((orig / "common.cuh").read_text() + "\n// edited\n")
+    stale = [s.id for s in lab.kernels if not s.autotuned
+             and ref_builds.loc[s.id, "source_sha256"] != source_hash(s)]
+    assert "05_2d_blocktiling" in stale and "01_naive" in stale  # a shared header edit reaches every includer

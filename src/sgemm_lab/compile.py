@@ -7,6 +7,7 @@ The GPU build (``build.py``) and the CPU-only compile check used by CI both take
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import subprocess
 import tempfile
@@ -28,9 +29,34 @@ def compile_options(spec: KernelSpec) -> list[str]:
     ]
 
 
+_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
+
+
+def _expand(path: Path, done: set[Path]) -> str:
+    """``path`` with its local ``#include "..."`` files inlined (each once; ``#line`` keeps file:line in
+    compiler messages). Angle-bracket includes are left to the compiler."""
+    out = []
+    for lineno, line in enumerate(path.read_text().splitlines(keepends=True), start=1):
+        m = _LOCAL_INCLUDE.match(line)
+        if m and (path.parent / m.group(1)).is_file():
+            inc = (path.parent / m.group(1)).resolve()
+            if inc not in done:
+                done.add(inc)
+                out.append(f'#line 1 "{m.group(1)}"\n')
+                out.append(_expand(inc, done))
+                out.append(f'\n#line {lineno + 1} "{path.name}"\n')
+            continue
+        if line.strip() == "#pragma once":
+            continue
+        out.append(line)
+    return "".join(out)
+
+
 def source_text(spec: KernelSpec) -> str:
+    """The kernel's source as compiled, local headers inlined: its hash covers everything the compiler
+    sees from kernels/, and PyCUDA's compile cache can key on it without running the preprocessor."""
     try:
-        return spec.source_path.read_text()
+        return _expand(spec.source_path, set())
     except FileNotFoundError:
         raise CompileError(f"kernel {spec.id}: source {spec.source_path} not found") from None
 
@@ -99,10 +125,11 @@ def nvcc_compile(spec: KernelSpec, arch: str, workdir: Path, nvcc: str = "nvcc")
     exe = shutil.which(nvcc)
     if exe is None:
         raise CompileError(f"kernel {spec.id}: nvcc not found on PATH")
-    source_text(spec)  # a missing source fails with the kernel's name, not nvcc's message
+    src = workdir / spec.source  # the text the pipeline compiles (headers inlined); a missing source
+    src.write_text(source_text(spec))  # fails here with the kernel's name, not nvcc's message
     cubin = workdir / f"{spec.id}.cubin"
     cmd = [exe, "-cubin", f"-arch={arch}", "--resource-usage", *compile_options(spec),
-           "-o", str(cubin), str(spec.source_path)]
+           "-o", str(cubin), str(src)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     log = " ".join(cmd) + "\n" + proc.stdout + proc.stderr
     if proc.returncode != 0:

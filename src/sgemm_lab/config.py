@@ -74,7 +74,8 @@ class KernelSpec:
     tune_from: tuple[str, ...] = ()
     signature: str = "gemm"
     micro_tile: tuple[str, str] = ("TM", "TN")
-    max_dim: int | None = None  # host stages: shapes with a larger dimension are skipped
+    max_dim: int | None = None  # shapes with a larger dimension are skipped (host stages: cpu.max_dim)
+    max_dim_source: str = "max_dim"  # the config key it came from, for the skip reason
 
     @property
     def source_path(self) -> Path:
@@ -158,6 +159,7 @@ class LabConfig:
     epilogue: EpilogueSettings
     profile: ProfileSettings
     sanitize: bool
+    failure_tests: bool
     cublas: bool
     numpy: bool
     kernels: tuple[KernelSpec, ...]
@@ -279,7 +281,8 @@ def from_dict(raw: Mapping[str, Any], *, source: str = "config") -> LabConfig:
             signature=k["signature"],
             micro_tile=tuple(k.get("micro_tile") or (("TM" if "TM" in k["params"] else "1"),
                                                      ("TN" if "TN" in k["params"] else "1"))),
-            max_dim=cfg["cpu"]["max_dim"] if k["backend"] == "host" else None,
+            max_dim=k.get("max_dim", cfg["cpu"]["max_dim"] if k["backend"] == "host" else None),
+            max_dim_source="max_dim" if "max_dim" in k else "cpu.max_dim",
         )
         try:
             check_params(spec)
@@ -319,6 +322,7 @@ def from_dict(raw: Mapping[str, Any], *, source: str = "config") -> LabConfig:
         profile=ProfileSettings(enabled=cfg["profile"]["enabled"],
                                 shapes=tuple(Shape.of(x) for x in cfg["profile"]["shapes"])),
         sanitize=bool(cfg["sanitize"]),
+        failure_tests=bool(cfg["failure_tests"]),
         cublas=bool(cfg["baseline"]["cublas"]),
         numpy=bool(cfg["baseline"]["numpy"]),
         kernels=tuple(kernels),

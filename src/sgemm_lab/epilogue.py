@@ -52,7 +52,14 @@ def reference(p, shape: Shape, act: str, ab: np.ndarray | None = None) -> np.nda
     return act_reference(out, act)
 
 
-def run(cfg: LabConfig, spec: KernelSpec, *, arch: str, seed_for) -> list[dict]:
+def variant(spec: KernelSpec, act: str) -> KernelSpec:
+    """The fused stage compiled for one activation."""
+    return spec.with_params(ACT=ACT_CODES[act])
+
+
+def run(cfg: LabConfig, spec: KernelSpec, *, cubins: dict[str, bytes], seed_for) -> list[dict]:
+    """Verify and time every activation variant (``cubins[act]``, from ``variant``) against cuBLASLt and
+    cuBLAS + a separate kernel."""
     from . import gpu
     from .cublaslt import CublasLtEpilogue, CublasPlusBiasAct
     from .runners import TimingSettings
@@ -67,8 +74,8 @@ def run(cfg: LabConfig, spec: KernelSpec, *, arch: str, seed_for) -> list[dict]:
     rows = []
     points = [(s, False) for s in cfg.epilogue.shapes] + [(cfg.epilogue.padded_shape, True)]
     for act in cfg.epilogue.acts:
-        sp = spec.with_params(ACT=ACT_CODES[act])
-        kern = gpu.KernelLauncher(sp, gpu.compile_cubin(sp, arch))
+        sp = variant(spec, act)
+        kern = gpu.KernelLauncher(sp, cubins[act])
         kern.check_launchable(dev)
         for shape, padded in points:
             p = problem(shape, alpha=cfg.check.alpha, beta=cfg.check.beta, seed=seed_for(act, shape, padded),

@@ -151,7 +151,7 @@ def check_params(spec: KernelSpec) -> None:
 def unsupported_reason(spec: KernelSpec, shape: Shape) -> str | None:
     """Why ``spec`` cannot run ``shape``, or None when it can."""
     if spec.max_dim is not None and max(shape.m, shape.n, shape.k) > spec.max_dim:
-        return f"CPU stage limited to dimensions <= {spec.max_dim} (config cpu.max_dim)"
+        return f"limited to dimensions <= {spec.max_dim} (config {spec.max_dim_source})"
     if spec.shapes == "tile_multiple":
         bm, bn, bk = tile(spec)
         off = [f"{d}={v}" for d, v, t in (("M", shape.m, bm), ("N", shape.n, bn), ("K", shape.k, bk)) if v % t]

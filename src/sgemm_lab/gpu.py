@@ -26,11 +26,8 @@ from .verify import NAN_BITS
 _cuda = None
 
 
-def driver():
-    """pycuda.driver with the primary context of the first visible device current, or NoGPUError."""
-    global _cuda
-    if _cuda is not None:
-        return _cuda
+def _import_pycuda():
+    """pycuda.driver, imported but not initialised (no context: compiling needs none), or NoGPUError."""
     try:
         import pycuda.driver as cuda
     except ImportError as exc:
@@ -38,6 +35,15 @@ def driver():
             f"no CUDA device: PyCUDA cannot be loaded ({exc}); GPU rules need an NVIDIA GPU, "
             "its driver and the packages in env/pipeline.txt"
         ) from None
+    return cuda
+
+
+def driver():
+    """pycuda.driver with the primary context of the first visible device current, or NoGPUError."""
+    global _cuda
+    if _cuda is not None:
+        return _cuda
+    cuda = _import_pycuda()
     try:
         cuda.init()
         count = cuda.Device.count()
@@ -146,10 +152,11 @@ class BuildRecord:
 
 
 def compile_cubin(spec: KernelSpec, arch: str) -> bytes:
-    """Compile with PyCUDA's compiler (the same call SourceModule makes) and return the cubin."""
-    driver()
+    """Compile with PyCUDA's compiler (the same call SourceModule makes) and return the cubin.
+
+    Touches no GPU (no context is created), so it may run while another process times a kernel."""
+    cuda = _import_pycuda()
     from pycuda.compiler import compile as pycuda_compile
-    import pycuda.driver as cuda
 
     try:
         return pycuda_compile(source_text(spec), options=compile_options(spec), arch=arch,

@@ -7,6 +7,10 @@ streamed back point by point, so nothing measured before a failure is lost.
 
 The child builds its worker once with ``factory(*args)`` ("module:function", importable), then calls
 ``worker(point)`` for each point; ``worker(point)`` returns a list of result rows.
+
+``gate`` (a context manager, e.g. the GPU lock) is entered once the first child has imported the
+factory's module and before it builds the worker, and left when all points are done: process start
+and imports overlap whatever holds the gate, the GPU work does not.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ import multiprocessing as mp
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from contextlib import ExitStack
+from typing import Any, Callable, ContextManager, Iterator
 
 
 @dataclass(frozen=True)
@@ -33,9 +38,12 @@ def _resolve(name: str) -> Callable:
     return getattr(importlib.import_module(module), func)
 
 
-def _child(conn, factory: str, args: tuple, points: list, first: int) -> None:
+def _child(conn, go, factory: str, args: tuple, points: list, first: int) -> None:
     try:
-        worker = _resolve(factory)(*args)
+        make = _resolve(factory)
+        conn.send(("ready", first, None, None))
+        go.wait()
+        worker = make(*args)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which records it
         conn.send(("init_error", first, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                    traceback.format_exc()))
@@ -56,13 +64,21 @@ def _child(conn, factory: str, args: tuple, points: list, first: int) -> None:
 
 
 def run(points: list, *, factory: str, args: tuple = (), timeout_s: float, log=None,
-        start_method: str = "spawn") -> Iterator[Outcome]:
+        start_method: str = "spawn", gate: ContextManager | None = None) -> Iterator[Outcome]:
     """Yield one Outcome per point, in order, whatever happens to the points before it."""
-    ctx = mp.get_context(start_method)
+    with ExitStack() as stack:
+        yield from _run(points, factory=factory, args=args, timeout_s=timeout_s, log=log,
+                        ctx=mp.get_context(start_method), gate=gate, stack=stack)
+
+
+def _run(points, *, factory, args, timeout_s, log, ctx, gate, stack) -> Iterator[Outcome]:
+    go = ctx.Event()
+    if gate is None:
+        go.set()
     next_i = 0
     while next_i < len(points):
         parent, child = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_child, args=(child, factory, args, points[next_i:], next_i), daemon=True)
+        proc = ctx.Process(target=_child, args=(child, go, factory, args, points[next_i:], next_i), daemon=True)
         proc.start()
         child.close()
         running, started = None, time.monotonic()
@@ -83,7 +99,11 @@ def run(points: list, *, factory: str, args: tuple = (), timeout_s: float, log=N
                                   message=f"no result after {timeout_s:g} s (watchdog); process ended")
                     next_i, restart = running + 1, True
                 continue
-            if kind == "start":
+            if kind == "ready":
+                if not go.is_set():
+                    stack.enter_context(gate)
+                    go.set()
+            elif kind == "start":
                 running, started = i, time.monotonic()
             elif kind == "ok":
                 yield Outcome(i, points[i], "ok", rows=payload)

@@ -14,7 +14,9 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import nullcontext
 from pathlib import Path
+from typing import ContextManager
 
 import pandas as pd
 
@@ -111,8 +113,10 @@ def tidy(raw_csv: str, *, kernel: str, shapes: list[Shape]) -> pd.DataFrame:
 
 
 def run_profile(*, impl: str, entry: str | None, shapes: list[Shape], target_args: list[str], report: Path,
-                log) -> pd.DataFrame:
-    """Profile ``impl``; return tidy metrics. Raises LabError('unavailable: ...') if ncu cannot."""
+                log, gate: ContextManager = nullcontext()) -> pd.DataFrame:
+    """Profile ``impl``; return tidy metrics. Raises LabError('unavailable: ...') if ncu cannot.
+
+    ``gate`` (the GPU lock) is held while ncu runs, not while its report is read back."""
     ncu = ncu_path()
     if ncu is None:
         raise LabError("unavailable: ncu not found on PATH")
@@ -123,7 +127,8 @@ def run_profile(*, impl: str, entry: str | None, shapes: list[Shape], target_arg
     env = dict(os.environ)
     src = str(Path(__file__).resolve().parents[1])  # the target imports this package from the checkout
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    with gate:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     log.info("%s", proc.stdout[-4000:])
     log.info("%s", proc.stderr[-4000:])
     text = proc.stdout + proc.stderr

@@ -266,7 +266,8 @@ def model_table(cfg: LabConfig, ncu: pd.DataFrame, shape) -> str | None:
 def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds: pd.DataFrame, env: dict,
            figures: dict[str, Path], wall_s: float | None, sweeps: dict[str, pd.DataFrame] | None = None,
            epilogues: dict[str, pd.DataFrame] | None = None, ncu: pd.DataFrame | None = None,
-           ceilings: dict | None = None, sanitize: pd.DataFrame | None = None, command: str | None = None) -> str:
+           ceilings: dict | None = None, sanitize: pd.DataFrame | None = None, command: str | None = None,
+           failures: pd.DataFrame | None = None) -> str:
     sweeps = sweeps or {}
     epilogues = epilogues or {}
     fig = {k: v.as_posix() for k, v in figures.items()}
@@ -370,7 +371,7 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
                                     "timed launch, outside the events, so every launch starts with a cold L2."
                                     if b.l2_policy == "flush" else
                                     "`warm` — back-to-back launches on the same buffers; operands may stay in L2."),
-            "- **SM clock** read with nvidia-smi just before and after each point's timed launches: "
+            "- **SM clock** read through NVML just before and after each point's timed launches: "
             + (f"{int(clocks.min())}–{int(clocks.max())} MHz (max {env.get('max_sm_clock_mhz', '?')} MHz)."
                if len(clocks) else "not available."),
             f"- **Verification**: fresh random inputs U[-1, 1) for every check and every timed point, two runs each: C "
@@ -386,7 +387,12 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
             f"~{cfg.sweep.target_ms:.0f} ms timed). The autotuned stage takes the fastest verified point without local memory.",
             f"- **cuBLAS** through nvmath-python on PyCUDA's primary context, row-major via C^T = B^T A^T, math mode "
             f"`{env.get('cublas_math_mode', '?')}` (strict FP32, checked not to be TF32), same alpha and beta.",
+            "- **Isolation**: jobs run in parallel, but every step that times or profiles holds an exclusive lock on "
+            "the GPU (`results/.gpu.lock`), while checks, sanitizers and builds share it: nothing else runs on the GPU "
+            "during a measurement. CPU stages are timed with no other job running. Each point runs in a supervised "
+            f"child process with a {cfg.watchdog_s:g} s watchdog; a hang, crash or CUDA error is a row with a status.",
             ""]
+    out += failure_section(cfg, failures)
 
     out += ["## Sanitizers", ""]
     if not cfg.sanitize:
@@ -418,6 +424,21 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
                      for r in badc.itertuples()]
         out += [md_table(["kernel", "shape", "where", "status", "reason"], rows, align="lllll"), ""]
     return "\n".join(out)
+
+
+def failure_section(cfg: LabConfig, failures: pd.DataFrame | None) -> list[str]:
+    """The GPU half of the bad-input catalogue as exercised in this run (the rest runs in CI)."""
+    out = ["### Failure handling exercised on this GPU", ""]
+    if not cfg.failure_tests:
+        return out + ["Not run in this configuration (`failure_tests: false`); run `python -m pytest tests/gpu`.", ""]
+    if failures is None or failures.empty:
+        return out + ["No results.", ""]
+    out += ["Deliberately broken kernels run through the real steps (`tests/gpu`, rule `failure_tests`); the cases "
+            "that need no GPU (configuration, compile and constraint errors, missing tools, host-side hangs and "
+            "crashes) are tested in CI.", ""]
+    rows = [[str(r.case), "pass" if r.outcome == "passed" else f"**{str(r.outcome).upper()}**",
+             "" if pd.isna(r.message) else str(r.message).replace("|", "\\|")] for r in failures.itertuples()]
+    return out + [md_table(["case", "outcome", "detail"], rows, align="lll"), ""]
 
 
 def eval_list(text) -> list[str]:

@@ -108,11 +108,12 @@ def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, reco
 
         arch = io.read_json(env_json)["gpu"]["arch"]
         t0 = time.perf_counter()
-        binary = gpu.compile_cubin(spec, arch)
+        binary = gpu.compile_cubin(spec, arch)  # needs no GPU: nvcc only
         dt = time.perf_counter() - t0
-        launcher = gpu.KernelLauncher(spec, binary)
-        launcher.check_launchable(gpu.device_info())
-        rec = asdict(launcher.resources(arch, dt))
+        with gpu_lock(exclusive=False):  # loading the module does
+            launcher = gpu.KernelLauncher(spec, binary)
+            launcher.check_launchable(gpu.device_info())
+            rec = asdict(launcher.resources(arch, dt))
         if rec["local_bytes"] > spec.max_local_bytes:
             raise CompileError(f"kernel {kernel}: {rec['local_bytes']} B of local memory per thread "
                                f"(spills or stack); config allows {spec.max_local_bytes}")
@@ -157,10 +158,12 @@ def _isolated_points(cfg: LabConfig, impl: str, kind: str, shapes, seed_of, *, b
     from . import isolate
 
     points = [((s.m, s.n, s.k), seed_of(s)) for s in shapes]
+    mode = lock_mode(kind, cfg, impl)
     rows = []
     for o in isolate.run(points, factory="sgemm_lab.steps:point_worker",
                          args=(raw_config, impl, str(binary) if binary else None, str(record) if record else None, kind),
-                         timeout_s=cfg.watchdog_s, log=log):
+                         timeout_s=cfg.watchdog_s, log=log,
+                         gate=gpu_lock(exclusive=mode == "exclusive") if mode else None):
         (m, n, k), _ = o.point
         tag = f"[{kind} {impl}] {o.index + 1}/{len(points)} {m}x{n}x{k}"
         if o.status != "ok":
@@ -205,8 +208,8 @@ def bench(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None
     io.write_csv(out, pd.DataFrame(rows).reindex(columns=BENCH_COLUMNS))
 
 
-def sweep_worker(raw_config: dict, kernel: str, arch: str, seed: int):
-    """Built in the isolated child: compiles (PyCUDA's cache is warm), verifies and times one sweep point."""
+def sweep_worker(raw_config: dict, kernel: str, seed: int):
+    """Built in the isolated child: loads, verifies and times one sweep point compiled by the parent."""
     import json
 
     from . import gpu
@@ -220,10 +223,10 @@ def sweep_worker(raw_config: dict, kernel: str, arch: str, seed: int):
     dev = gpu.device_info()
     runner = None
 
-    def work(params: dict) -> list[dict]:
+    def work(point) -> list[dict]:
         nonlocal runner
+        params, cubin = point
         sp = spec.with_params(**params)
-        cubin = gpu.compile_cubin(sp, arch)
         launcher = gpu.KernelLauncher(sp, cubin)
         f = launcher.func
         head = dict(registers=f.num_regs, shared_static_bytes=f.shared_size_bytes, local_bytes=f.local_size_bytes,
@@ -241,8 +244,9 @@ def sweep_worker(raw_config: dict, kernel: str, arch: str, seed: int):
 
 
 def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path, raw_config: dict | None = None) -> None:
-    """Tile sweep of one stage on ``cfg.sweep.shape``: filter, compile in parallel, then verify and time each
-    point in a supervised child process (a hang or CUDA error is that point's row, not the sweep's end)."""
+    """Tile sweep of one stage on ``cfg.sweep.shape``: filter against the device limits recorded by the
+    environment step and compile in parallel (no GPU needed), then, with the GPU to itself, verify and
+    time each point in a supervised child process (a hang or CUDA error is that point's row)."""
     import json
     from concurrent.futures import ThreadPoolExecutor
 
@@ -250,8 +254,9 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path, raw_config:
     from .autotune import sweep_points
 
     spec = cfg.kernel(kernel)
-    dev = gpu.device_info()
-    arch = io.read_json(env_json)["gpu"]["arch"]
+    env = io.read_json(env_json)
+    dev = gpu.DeviceInfo(**env["gpu"])
+    arch = dev.arch
     shape = cfg.sweep.shape
     points = sweep_points(spec)
     rows, todo = [], []
@@ -271,33 +276,42 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path, raw_config:
 
     def build_one(sp):
         try:
-            gpu.compile_cubin(sp, arch)  # fills PyCUDA's compile cache for the child process
-            return None
+            return gpu.compile_cubin(sp, arch), None
         except CompileError as exc:
-            return str(exc)
+            return None, str(exc)
 
+    t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=cfg.sweep.jobs) as pool:
-        errors = list(pool.map(build_one, [sp for _, sp, _ in todo]))
+        built = list(pool.map(build_one, [sp for _, sp, _ in todo]))
+    log.info("[sweep %s] compiled in %.1f s", kernel, time.perf_counter() - t0)
     runnable = []
-    for (head, sp, params), err in zip(todo, errors):
+    for (head, sp, params), (cubin, err) in zip(todo, built):
         if err:
             rows.append(dict(head, status="compile_error", reason=err))
         else:
-            runnable.append((head, params))
-    for o in isolate.run([p for _, p in runnable], factory="sgemm_lab.steps:sweep_worker",
-                         args=(raw_config, kernel, arch, base_seed(cfg)), timeout_s=cfg.watchdog_s, log=log):
-        head = runnable[o.index][0]
-        if o.status != "ok":
-            rows.append(dict(head, status=o.status, reason=o.message))
-            log.warning("[sweep %s] %d/%d %s: %s (%s)", kernel, o.index + 1, len(runnable), head["params"],
-                        o.status.upper(), o.message)
-            continue
-        r = o.rows[0]
-        rows.append(dict(head, **r))
-        if r["status"] in ("ok", "failed"):
-            log.info("[sweep %s] %d/%d %s: %.2f TFLOP/s, %d regs, %d B local%s", kernel, o.index + 1, len(runnable),
-                     head["params"], r["tflops"], r["registers"], r["local_bytes"],
-                     "" if r["verified"] else " NOT VERIFIED")
+            runnable.append((head, (params, cubin)))
+    from .compile import compile_options, source_hash
+
+    digest = source_hash(spec)
+    for r in rows:
+        r.update(source_sha256=digest)
+    for head, sp, _ in todo:
+        head.update(source_sha256=digest, compile_options=" ".join(compile_options(sp)), **machine(env))
+    with gpu_lock(exclusive=True):
+        for o in isolate.run([p for _, p in runnable], factory="sgemm_lab.steps:sweep_worker",
+                             args=(raw_config, kernel, base_seed(cfg)), timeout_s=cfg.watchdog_s, log=log):
+            head = runnable[o.index][0]
+            if o.status != "ok":
+                rows.append(dict(head, status=o.status, reason=o.message))
+                log.warning("[sweep %s] %d/%d %s: %s (%s)", kernel, o.index + 1, len(runnable), head["params"],
+                            o.status.upper(), o.message)
+                continue
+            r = o.rows[0]
+            rows.append(dict(head, **r))
+            if r["status"] in ("ok", "failed"):
+                log.info("[sweep %s] %d/%d %s: %.2f TFLOP/s, %d regs, %d B local%s", kernel, o.index + 1,
+                         len(runnable), head["params"], r["tflops"], r["registers"], r["local_bytes"],
+                         "" if r["verified"] else " NOT VERIFIED")
     io.write_csv(out, pd.DataFrame(rows))
 
 
@@ -305,12 +319,27 @@ def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> None:
     """Fused-epilogue comparison of one stage with cuBLASLt and cuBLAS + a separate kernel."""
     from . import epilogue as ep
 
+    from concurrent.futures import ThreadPoolExecutor
+
+    from . import gpu
+
     spec = cfg.kernel(kernel)
     base = base_seed(cfg)
     arch = io.read_json(env_json)["gpu"]["arch"]
-    with _Guard(f"epilogue {kernel}"):
-        rows = ep.run(cfg, spec, arch=arch,
+    variants = {act: ep.variant(spec, act) for act in cfg.epilogue.acts}
+    with ThreadPoolExecutor(max_workers=len(variants)) as pool:  # compiling needs no GPU
+        cubins = dict(zip(variants, pool.map(lambda sp: gpu.compile_cubin(sp, arch), variants.values())))
+    with gpu_lock(exclusive=True), _Guard(f"epilogue {kernel}"):
+        rows = ep.run(cfg, spec, cubins=cubins,
                       seed_for=lambda act, shape, padded: point_seed(base, f"{kernel}/{act}/{padded}", shape, "epilogue"))
+    from .compile import compile_options, source_hash
+
+    env = io.read_json(env_json)
+    libs = {"cublaslt": f"cuBLASLt {env.get('cublas')}", "cublas+bias_act": f"cuBLAS {env.get('cublas')} + bias/act kernel"}
+    for r in rows:
+        own = r["implementation"] == spec.id
+        r.update(source_sha256=source_hash(spec) if own else libs.get(r["implementation"]),
+                 compile_options=" ".join(compile_options(variants[r["act"]])) if own else "", **machine(env))
     io.write_csv(out, pd.DataFrame(rows))
 
 
@@ -326,6 +355,7 @@ def profile(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | No
         if not shapes:
             raise LabError("unavailable: no profile shape is supported by this stage")
         df = run_profile(impl=impl, entry=None if spec is None else spec.entry, shapes=shapes, report=rep, log=log,
+                         gate=gpu_lock(exclusive=True),
                          target_args=target_args(config=raw_config, impl=impl, binary=binary, record=record,
                                                  shapes=shapes))
         df.insert(4, "status", "ok")
@@ -355,12 +385,29 @@ def sanitize(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | N
     io.write_csv(out, pd.DataFrame(rows))
 
 
+def failure_tests(cfg: LabConfig, *, env_json: Path, out: Path, log_path: Path | None) -> None:
+    """Run the GPU failure tests (they take the GPU lock themselves) and record one row per case."""
+    from . import failures
+
+    rows = failures.run(log_path)
+    env = io.read_json(env_json)
+    for r in rows:
+        r.update(machine(env))
+        log.info("[failure tests] %s: %s%s", r["case"], r["outcome"], f" ({r['message']})" if r["message"] else "")
+    io.write_csv(out, pd.DataFrame(rows))
+
+
 def ceilings(cfg: LabConfig, *, out: Path) -> None:
     from . import gpu
 
     rec = gpu.measure_ceilings()
     log.info("FP32 FMA probe %.1f TFLOP/s, device-to-device copy %.0f GB/s", rec["fp32_tflops"], rec["dram_gbps"])
     io.write_json(out, rec)
+
+
+def machine(env: dict) -> dict:
+    """The environment columns every result row carries."""
+    return dict(gpu=env.get("gpu", {}).get("name"), driver=env.get("driver_version"), git_commit=env.get("git_commit"))
 
 
 def add_provenance(df: pd.DataFrame, builds: list[dict], env: dict) -> pd.DataFrame:
@@ -373,10 +420,8 @@ def add_provenance(df: pd.DataFrame, builds: list[dict], env: dict) -> pd.DataFr
         return out
     out["source_sha256"] = [src.get(k, lib.get(k, (None, None)))[0] for k in out.kernel]
     out["compile_options"] = [src.get(k, lib.get(k, (None, None)))[1] for k in out.kernel]
-    gpu = env.get("gpu", {})
-    out["gpu"] = gpu.get("name")
-    out["driver"] = env.get("driver_version")
-    out["git_commit"] = env.get("git_commit")
+    for col, value in machine(env).items():
+        out[col] = value
     return out
 
 
@@ -391,16 +436,16 @@ def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_c
     env = io.read_json(env_json)
     bench_df = add_provenance(bench_df, builds, env)
     io.write_csv(bench_out, bench_df)
-    io.write_csv(check_out, pd.DataFrame(checks))
+    io.write_csv(check_out, add_provenance(pd.DataFrame(checks), builds, env))
     io.write_csv(build_out, pd.DataFrame(builds))
     io.write_json(env_out, io.read_json(env_json))
     frames = [pd.read_csv(p) for p in profile_csvs]
     ncu = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["kernel", "m", "n", "k", "status", "metric", "value", "unit"])
-    io.write_csv(ncu_out, ncu)
+    io.write_csv(ncu_out, add_provenance(ncu, builds, env))
     frames = [pd.read_csv(p) for p in sanitize_csvs]
-    io.write_csv(sanitize_out, pd.concat(frames, ignore_index=True) if frames else
-                 pd.DataFrame(columns=["kernel", "tool", "status", "summary", "log", "m", "n", "k"]))
+    io.write_csv(sanitize_out, add_provenance(pd.concat(frames, ignore_index=True) if frames else
+                 pd.DataFrame(columns=["kernel", "tool", "status", "summary", "log", "m", "n", "k"]), builds, env))
 
 
 def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path, outs) -> None:
@@ -426,7 +471,7 @@ def heatmap(cfg: LabConfig, kernel: str, *, sweep_csv: Path, out: Path) -> None:
 
 def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path, env_json: Path, figures: list[Path],
            sweeps: list[Path], epilogues: list[Path], ncu_csv: Path, ceilings_json: Path, sanitize_csv: Path,
-           start_json: Path | None, out: Path) -> None:
+           start_json: Path | None, out: Path, failures_csv: Path | None = None) -> None:
     from .report import render
 
     start = io.read_json(start_json) if start_json and Path(start_json).exists() else {}
@@ -437,6 +482,7 @@ def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path,
                   sweeps={Path(p).stem: pd.read_csv(p) for p in sweeps},
                   epilogues={Path(p).stem: pd.read_csv(p) for p in epilogues},
                   ncu=pd.read_csv(ncu_csv), ceilings=io.read_json(ceilings_json), sanitize=pd.read_csv(sanitize_csv),
+                  failures=pd.read_csv(failures_csv) if failures_csv else None,
                   wall_s=(time.time() - started) if started else None)
     io.write_text(out, text)
 
@@ -473,6 +519,8 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], None]:
         "profile": lambda c: profile(c, impl, binary=binary, record=record, raw_config=dict(smk.config),
                                      out=Path(o[0])),
         "ceilings": lambda c: ceilings(c, out=Path(o[0])),
+        "failure_tests": lambda c: failure_tests(c, env_json=Path(i.env), out=Path(o[0]),
+                                                 log_path=Path(smk.log[0]) if smk.log else None),
         "sanitize": lambda c: sanitize(c, impl, binary=binary, record=record, raw_config=dict(smk.config),
                                        out=Path(o[0])),
         "aggregate": lambda c: aggregate(c, bench_csvs=list(i.bench), check_jsons=list(i.check),
@@ -487,24 +535,34 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], None]:
                                    sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
                                    epilogues=[Path(p) for p in getattr(i, "epilogues", [])],
                                    ncu_csv=Path(i.ncu), ceilings_json=Path(i.ceilings), sanitize_csv=Path(i.sanitize),
+                                   failures_csv=next(iter(getattr(i, "failure_tests", [])), None),
                                    start_json=Path(smk.params.start), out=Path(o[0])),
     }
     return table[step]
 
 
-GPU_STEPS = {"environment", "build", "check", "bench", "sweep", "epilogue", "profile", "ceilings", "sanitize"}
+# How each step uses the GPU. "exclusive": it times something, so nothing else may run on the GPU
+# meanwhile. "shared": it only needs correct results (checks, sanitizers, device queries), so several
+# such steps may run at once, but never next to a timing step. The steps in SELF_LOCKING take the
+# lock themselves, after their part that needs no GPU (compiling, process start, imports).
+GPU_LOCK = {"environment": "shared", "build": "shared", "check": "shared", "sanitize": "shared",
+            "bench": "exclusive", "sweep": "exclusive", "epilogue": "exclusive", "profile": "exclusive",
+            "ceilings": "exclusive"}
+SELF_LOCKING = {"build", "sweep", "check", "bench", "epilogue", "profile"}
 
 
 class gpu_lock:
-    """Exclusive use of the GPU across processes (an flock on ``results/.gpu.lock``).
+    """GPU arbitration across processes: an flock on ``results/.gpu.lock``, exclusive for steps that
+    time, shared for steps that only check.
 
-    Snakemake's ``resources: gpu=1`` only limits concurrency when the run is started with
-    ``--resources gpu=1`` (the default workflow profile does); this lock makes two timing jobs on one
-    GPU impossible however the pipeline is started. Host-only jobs do not take it.
+    Snakemake may start as many jobs as it has cores; GPU jobs then do their CPU-side work (process
+    start, imports, compiling) in parallel and queue here for the GPU. However the pipeline is
+    started, no timing ever overlaps other GPU work.
     """
 
-    def __init__(self, path: Path = Path("results/.gpu.lock")):
+    def __init__(self, exclusive: bool = True, path: Path = Path("results/.gpu.lock")):
         self.path = Path(path)
+        self.exclusive = exclusive
         self.fh = None
 
     def __enter__(self):
@@ -513,10 +571,10 @@ class gpu_lock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fh = open(self.path, "a")
         t0 = time.perf_counter()
-        fcntl.flock(self.fh, fcntl.LOCK_EX)
+        fcntl.flock(self.fh, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
         waited = time.perf_counter() - t0
         if waited > 1:
-            log.info("waited %.1f s for the GPU lock", waited)
+            log.info("waited %.1f s for the GPU (%s)", waited, "exclusive" if self.exclusive else "shared")
         return self
 
     def __exit__(self, *exc):
@@ -527,15 +585,15 @@ class gpu_lock:
         return False
 
 
-def _needs_gpu(step: str, cfg: LabConfig, impl: str | None) -> bool:
-    if step not in GPU_STEPS:
-        return False
+def lock_mode(step: str, cfg: LabConfig, impl: str | None) -> str | None:
+    """'exclusive', 'shared' or None (no GPU: host stages, the NumPy baseline, plots, report)."""
     if impl == "numpy":
-        return False
-    if impl and impl not in BASELINES and step in ("build", "check", "bench"):
+        return None
+    if impl and impl not in BASELINES and step in ("check", "bench"):
         spec = cfg.kernel(impl)
-        return spec.backend != "host" or spec.autotuned
-    return True
+        if spec.backend == "host" and not spec.autotuned:
+            return None
+    return GPU_LOCK.get(step)
 
 
 def main(step: str, smk) -> None:
@@ -547,8 +605,9 @@ def main(step: str, smk) -> None:
     try:
         cfg = from_dict(smk.config)
         impl = getattr(smk.wildcards, "kernel", None)
-        if _needs_gpu(step, cfg, impl):
-            with gpu_lock():
+        mode = lock_mode(step, cfg, impl)
+        if mode is not None and step not in SELF_LOCKING:
+            with gpu_lock(exclusive=mode == "exclusive"):
                 _from_snakemake(step, smk)(cfg)
         else:
             _from_snakemake(step, smk)(cfg)

@@ -36,17 +36,22 @@ extern "C" __global__ void sgemm_broken(int M, int N, int K, float alpha, const 
 """
 
 
-@pytest.fixture
-def broken(tmp_path, monkeypatch):
+WATCHDOG_S = 5
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    tmp_path = tmp_path_factory.mktemp("broken")
     kdir = tmp_path / "kernels"
     kdir.mkdir()
     (kdir / "99_broken.cu").write_text(BROKEN)
-    monkeypatch.setattr(cfgmod, "KERNEL_DIR", kdir)
-    monkeypatch.setenv("SGEMM_LAB_KERNELS", str(kdir))
+    mp.setattr(cfgmod, "KERNEL_DIR", kdir)
+    mp.setenv("SGEMM_LAB_KERNELS", str(kdir))
     from sgemm_lab import compile as comp
 
-    monkeypatch.setattr(comp, "KERNEL_DIR", kdir)
-    raw = {"watchdog_s": 20, "baseline": {"numpy": False},
+    mp.setattr(comp, "KERNEL_DIR", kdir)
+    raw = {"watchdog_s": WATCHDOG_S, "baseline": {"numpy": False},
            "bench": {"square": [64, 96, 128, 160, 192, 224, 256], "warmup_ms": 5, "target_ms": 5, "min_reps": 3},
            "check": {"shapes": [[64, 64, 64]]},
            "kernels": [{"id": "99_broken", "title": "broken", "source": "99_broken.cu", "entry": "sgemm_broken",
@@ -57,20 +62,47 @@ def broken(tmp_path, monkeypatch):
 
     io.write_json(env, {"gpu": {"arch": gpu.device_info().arch}})
     steps.build(cfg, "99_broken", env_json=env, binary_out=tmp_path / "b.bin", record_out=tmp_path / "b.json")
-    return cfg, raw, tmp_path
+    yield cfg, raw, tmp_path
+    mp.undo()
 
 
-def test_hang_illegal_address_wrong_and_nan_are_rows(broken):
+@pytest.fixture(scope="module")
+def bench_rows(broken):
+    """One bench job over all shapes: each broken shape must be its own row, the others measured."""
     cfg, raw, tmp = broken
     out = tmp / "bench.csv"
     steps.bench(cfg, "99_broken", binary=tmp / "b.bin", record=tmp / "b.json", out=out, raw_config=raw)
-    df = pd.read_csv(out).set_index("m")
-    assert df.loc[64, "status"] == "ok" and df.loc[128, "status"] == "ok" and df.loc[256, "status"] == "ok"
-    assert df.loc[96, "status"] == "timeout"                     # watchdog ended the hanging kernel
-    assert df.loc[160, "status"] == "error" and "illegal" in df.loc[160, "reason"].lower()
-    assert df.loc[192, "status"] == "failed" and "relative error" in df.loc[192, "reason"]
-    assert df.loc[224, "status"] == "failed" and "NaN/Inf" in df.loc[224, "reason"]
-    assert not df.loc[[96, 160, 192, 224], "verified"].any()
+    return pd.read_csv(out).set_index("m")
+
+
+def test_good_shapes_are_measured_between_the_failures(bench_rows, record_property):
+    record_property("case", "the other points of a job with failing points are measured and verified")
+    assert (bench_rows.loc[[64, 128, 256], "status"] == "ok").all()
+    assert bench_rows.loc[[64, 128, 256], "verified"].all()
+
+
+def test_hanging_kernel_becomes_a_timeout_row(bench_rows, record_property):
+    record_property("case", f"a hanging kernel: ended by the per-point watchdog ({WATCHDOG_S} s), `timeout` row")
+    assert bench_rows.loc[96, "status"] == "timeout" and "watchdog" in bench_rows.loc[96, "reason"]
+    assert not bench_rows.loc[96, "verified"]
+
+
+def test_illegal_address_becomes_an_error_row(bench_rows, record_property):
+    record_property("case", "a CUDA launch failure (illegal address): `error` row, fresh process for the next point")
+    assert bench_rows.loc[160, "status"] == "error" and "illegal" in bench_rows.loc[160, "reason"].lower()
+    assert not bench_rows.loc[160, "verified"]
+
+
+def test_wrong_result_is_marked_failed(bench_rows, record_property):
+    record_property("case", "a wrong result: check fails, timing marked not verified (`failed`)")
+    assert bench_rows.loc[192, "status"] == "failed" and "relative error" in bench_rows.loc[192, "reason"]
+    assert not bench_rows.loc[192, "verified"]
+
+
+def test_nan_output_is_marked_failed(bench_rows, record_property):
+    record_property("case", "a NaN in the output: `failed` (NaN/Inf)")
+    assert bench_rows.loc[224, "status"] == "failed" and "NaN/Inf" in bench_rows.loc[224, "reason"]
+    assert not bench_rows.loc[224, "verified"]
 
 
 HEAVY = r"""
@@ -92,10 +124,11 @@ extern "C" __global__ void sgemm_heavy(int M, int N, int K, float alpha, const f
 """
 
 
-def test_too_many_resources_is_rejected_before_launch(broken):
+def test_too_many_resources_is_rejected_before_launch(broken, record_property):
     """1024 threads of a kernel that needs more than 64 registers per thread cannot launch."""
     from sgemm_lab.errors import CompileError
 
+    record_property("case", "too many resources requested (registers x threads): rejected at build, one line")
     cfg, raw, tmp = broken
     (cfgmod.KERNEL_DIR / "99_heavy.cu").write_text(HEAVY)
     raw2 = dict(raw, kernels=[{"id": "99_heavy", "title": "heavy", "source": "99_heavy.cu", "entry": "sgemm_heavy",
@@ -108,7 +141,8 @@ def test_too_many_resources_is_rejected_before_launch(broken):
     assert not (tmp / "h.bin").exists()
 
 
-def test_problem_too_large_for_device_memory_is_skipped(broken):
+def test_problem_too_large_for_device_memory_is_skipped(broken, record_property):
+    record_property("case", "a problem too large for device memory: `skipped` row with the sizes")
     cfg, raw, tmp = broken
     raw3 = dict(raw, bench=dict(raw["bench"], square=[], shapes=[[200000, 200000, 64]]))
     out = tmp / "bench3.csv"

@@ -6,6 +6,7 @@ rule bench:
         f"{RESULTS}/bench/{{kernel}}.csv",
     log:
         f"{RESULTS}/logs/bench/{{kernel}}.log",
+    threads: host_timing_threads
     resources:
         gpu=gpu_slots,
     conda:

@@ -62,6 +62,12 @@ def gpu_slots(wildcards):
     return 0 if spec.backend == "host" and not spec.autotuned else 1
 
 
+def host_timing_threads(wildcards):
+    """A CPU stage or the NumPy baseline is timed with every core to itself (no job runs beside it);
+    GPU jobs need one core each (the GPU lock arbitrates the GPU, see sgemm_lab.steps.gpu_lock)."""
+    return workflow.cores if gpu_slots(wildcards) == 0 else 1
+
+
 def swept_ids():
     return [k.id for k in LAB.swept]
 
@@ -84,6 +90,10 @@ def all_sanitize():
     if not LAB.sanitize:
         return []
     return expand(f"{RESULTS}/sanitize/{{kernel}}.csv", kernel=[k.id for k in LAB.kernels if k.backend == "cuda"])
+
+
+def failure_tests():
+    return [f"{REPORTS}/failure_tests.csv"] if LAB.failure_tests else []
 
 
 def all_heatmaps():

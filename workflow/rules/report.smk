@@ -59,6 +59,7 @@ rule report:
         ceilings=f"{REPORTS}/ceilings.json",
         figures=rules.plot.output,
         heatmaps=all_heatmaps(),
+        failure_tests=failure_tests(),
     output:
         report(f"{REPORTS}/report.md", caption="../report/report.rst", category="Report"),
     log:

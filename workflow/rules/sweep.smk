@@ -9,6 +9,7 @@ rule sweep:
         f"{RESULTS}/logs/sweep/{{kernel}}.log",
     params:
         grids=lambda wc: [{k: list(v) for k, v in g.items()} for g in LAB.kernel(wc.kernel).sweep],
+    priority: 10  # the autotuned stage (and everything after it) waits for the sweeps
     resources:
         gpu=1,
     conda:

@@ -1,0 +1,16 @@
+rule failure_tests:
+    """The GPU half of the bad-input catalogue (pytest tests/gpu) on this GPU: one row per case with its
+    outcome, for the report's method section. The tests' own jobs take the GPU lock as the pipeline's do."""
+    input:
+        env=ENV_JSON,
+        tests="tests/gpu/test_gpu_failures.py",
+    output:
+        f"{REPORTS}/failure_tests.csv",
+    log:
+        f"{RESULTS}/logs/failure_tests.log",
+    resources:
+        gpu=1,
+    conda:
+        "../../env/conda.yaml"
+    script:
+        "../scripts/failure_tests.py"
