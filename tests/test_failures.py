@@ -52,3 +52,9 @@ def test_disabled_or_missing_results_are_said(lab):
 
     assert "failure_tests: false" in "\n".join(failure_section(replace(lab, failure_tests=False), None))
     assert "No results." in "\n".join(failure_section(lab, None))
+
+
+def test_a_checkout_without_the_gpu_tests_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(failures, "ROOT", tmp_path)
+    [row] = failures.run()
+    assert row["outcome"] == "unavailable" and "not in this checkout" in row["message"]

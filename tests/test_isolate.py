@@ -6,6 +6,13 @@ import time
 from sgemm_lab import isolate
 
 
+class FakeCudaError(RuntimeError):
+    pass
+
+
+FakeCudaError.__module__ = "pycuda._driver"
+
+
 def fake_worker(kind_by_point: dict):
     def work(point):
         kind = kind_by_point.get(point, "ok")
@@ -15,6 +22,8 @@ def fake_worker(kind_by_point: dict):
             os._exit(3)
         if kind == "raise":
             raise ValueError(f"bad point {point}")
+        if kind == "fatal":  # what a CUDA error looks like: the context is unusable afterwards
+            raise FakeCudaError(f"illegal address at point {point}")
         return [{"point": point, "pid": os.getpid()}]
 
     return work
@@ -65,3 +74,11 @@ def test_a_worker_that_cannot_start_never_takes_the_gate():
     gate = CountingGate()
     out = list(isolate.run([1], factory="test_isolate:no_such_factory", timeout_s=5, start_method="fork", gate=gate))
     assert out[0].status == "error" and gate.entered == 0
+
+
+def test_after_a_fatal_error_the_next_point_runs_in_a_fresh_process():
+    out = list(isolate.run([0, 1, 2, 3], factory="test_isolate:fake_worker", args=({1: "fatal", 2: "fatal"},),
+                           timeout_s=5, start_method="fork"))
+    assert [o.status for o in out] == ["ok", "error", "error", "ok"]
+    assert "illegal address at point 2" in out[2].message  # point 2 ran; it was not charged as a crash
+    assert out[0].rows[0]["pid"] != out[3].rows[0]["pid"]

@@ -59,7 +59,8 @@ def variant(spec: KernelSpec, act: str) -> KernelSpec:
 
 def run(cfg: LabConfig, spec: KernelSpec, *, cubins: dict[str, bytes], seed_for) -> list[dict]:
     """Verify and time every activation variant (``cubins[act]``, from ``variant``) against cuBLASLt and
-    cuBLAS + a separate kernel."""
+    cuBLAS + a separate kernel. One fresh problem per shape (``seed_for(shape, padded)``), shared by the
+    activations, so that its float64 product is computed once."""
     from . import gpu
     from .cublaslt import CublasLtEpilogue, CublasPlusBiasAct
     from .runners import TimingSettings
@@ -71,63 +72,77 @@ def run(cfg: LabConfig, spec: KernelSpec, *, cubins: dict[str, bytes], seed_for)
     ref64 = gpu.Fp64Reference(stream)
     b = cfg.bench
     timing = TimingSettings(warmup_ms=b.warmup_ms, target_ms=b.target_ms, min_reps=b.min_reps, max_reps=b.max_reps)
+    kernels = {}
+    for act in cfg.epilogue.acts:
+        kernels[act] = gpu.KernelLauncher(variant(spec, act), cubins[act])
+        kernels[act].check_launchable(dev)
     rows = []
     points = [(s, False) for s in cfg.epilogue.shapes] + [(cfg.epilogue.padded_shape, True)]
-    for act in cfg.epilogue.acts:
-        sp = variant(spec, act)
-        kern = gpu.KernelLauncher(sp, cubins[act])
-        kern.check_launchable(dev)
-        for shape, padded in points:
-            p = problem(shape, alpha=cfg.check.alpha, beta=cfg.check.beta, seed=seed_for(act, shape, padded),
-                        padded=padded)
-            ab = ref64.alpha_ab(p["a"][:, :shape.k], p["b"][:, :shape.n], p["alpha"]) if shape.flops > 2e9 else None
-            ref = reference(p, shape, act, ab)
-            del ab
-            tol = verify.tolerance(shape.k, cfg.check.tolerance_factor)
-            dA, dB, dC = (cuda.to_device(p[x]) for x in ("a", "b", "c"))
-            dBias = cuda.to_device(p["bias"])
-            dD = cuda.mem_alloc(4 * shape.m * p["ldd"])
-            lt = CublasLtEpilogue(stream, m=shape.m, n=shape.n, k=shape.k, act=act, bias=True,
-                                  lda=p["lda"], ldb=p["ldb"], ldc=p["ldc"], ldd=p["ldd"])
-            unfused = None if padded else CublasPlusBiasAct(stream, act=act)
-            impls = {
-                spec.id: lambda: kern.fused_call(shape, p["alpha"], dA, p["lda"], dB, p["ldb"], p["beta"], dC,
-                                                 p["ldc"], dBias, dD, p["ldd"], stream),
-                "cublaslt": lambda: lt(p["alpha"], dA, p["lda"], dB, p["ldb"], p["beta"], dC, p["ldc"], dBias,
-                                       dD, p["ldd"]),
-            }
-            if unfused is not None:  # writes C in place: D is C here, restored before each verification
-                impls["cublas+bias_act"] = lambda: unfused(shape, p["alpha"], dA, dB, p["beta"], dD, dBias, stream)
-            try:
-                for impl, launch in impls.items():
-                    row = dict(stage=spec.id, implementation=impl, act=act, m=shape.m, n=shape.n, k=shape.k,
-                               lda=p["lda"], ldb=p["ldb"], ldc=p["ldc"], ldd=p["ldd"], padded=padded,
-                               launches=2 if impl == "cublas+bias_act" and (act != "none") else 1)
-                    if impl == "cublas+bias_act":
-                        cuda.memcpy_htod(dD, np.ascontiguousarray(p["c"]))  # its C is its output
-                    else:
-                        cuda.memset_d32(dD, verify.NAN_BITS, shape.m * p["ldd"])
-                    launch()
-                    stream.synchronize()
-                    out = np.empty((shape.m, p["ldd"]), np.float32)
-                    cuda.memcpy_dtoh(out, dD)
-                    v = verify.compare(out[:, :shape.n], ref, tol)
-                    row.update(verified=v.passed, rel_err=v.rel_err, max_abs_err=v.max_abs_err, tolerance=tol,
-                               reason=v.reason, algo=str(lt.algo_info) if impl == "cublaslt" else "")
-                    if not padded:
-                        t = gpu.time_launches(launch, stream, warmup_ms=timing.warmup_ms, target_ms=timing.target_ms,
-                                              min_reps=timing.min_reps, max_reps=timing.max_reps, flush=flusher,
-                                              pci_bus_id=dev.pci_bus_id)
-                        row.update(t.as_row(), tflops=tflops(shape.flops, t.stats.median_ms))
-                    rows.append(row)
-                    log.info("[epilogue %s] %s %s %s%s: %s%s", spec.id, impl, act, shape, " padded" if padded else "",
-                             "verified" if v.passed else "FAIL " + v.reason,
-                             f", {row['tflops']:.2f} TFLOP/s" if "tflops" in row else "")
-            finally:
-                lt.close()
-                if unfused is not None:
-                    unfused.close()
-                for buf in (dA, dB, dC, dBias, dD):
-                    buf.free()
+    for shape, padded in points:
+        p = problem(shape, alpha=cfg.check.alpha, beta=cfg.check.beta, seed=seed_for(shape, padded), padded=padded)
+        ab = ref64.alpha_ab(p["a"][:, :shape.k], p["b"][:, :shape.n], p["alpha"]) if shape.flops > 2e9 else None
+        tol = verify.tolerance(shape.k, cfg.check.tolerance_factor)
+        dA, dB, dC = (cuda.to_device(p[x]) for x in ("a", "b", "c"))
+        dBias = cuda.to_device(p["bias"])
+        dD = cuda.mem_alloc(4 * shape.m * p["ldd"])
+        try:
+            for act in cfg.epilogue.acts:
+                rows += _compare(spec, act, kernels[act], shape, padded, p, reference(p, shape, act, ab), tol,
+                                 dA, dB, dC, dBias, dD, stream, flusher, dev, timing, CublasLtEpilogue,
+                                 CublasPlusBiasAct)
+        finally:
+            for buf in (dA, dB, dC, dBias, dD):
+                buf.free()
+        del ab
     ref64.close()
+    return rows
+
+
+def _compare(spec, act, kern, shape, padded, p, ref, tol, dA, dB, dC, dBias, dD, stream, flusher, dev, timing,
+             CublasLtEpilogue, CublasPlusBiasAct) -> list[dict]:
+    """The stage, cuBLASLt and (packed shapes) cuBLAS + a separate kernel for one activation: verify, time."""
+    from . import gpu
+    import pycuda.driver as cuda
+
+    rows = []
+    lt = CublasLtEpilogue(stream, m=shape.m, n=shape.n, k=shape.k, act=act, bias=True,
+                          lda=p["lda"], ldb=p["ldb"], ldc=p["ldc"], ldd=p["ldd"])
+    unfused = None if padded else CublasPlusBiasAct(stream, act=act)
+    impls = {
+        spec.id: lambda: kern.fused_call(shape, p["alpha"], dA, p["lda"], dB, p["ldb"], p["beta"], dC,
+                                         p["ldc"], dBias, dD, p["ldd"], stream),
+        "cublaslt": lambda: lt(p["alpha"], dA, p["lda"], dB, p["ldb"], p["beta"], dC, p["ldc"], dBias,
+                               dD, p["ldd"]),
+    }
+    if unfused is not None:  # writes C in place: D is C here, restored before each verification
+        impls["cublas+bias_act"] = lambda: unfused(shape, p["alpha"], dA, dB, p["beta"], dD, dBias, stream)
+    try:
+        for impl, launch in impls.items():
+            row = dict(stage=spec.id, implementation=impl, act=act, m=shape.m, n=shape.n, k=shape.k,
+                       lda=p["lda"], ldb=p["ldb"], ldc=p["ldc"], ldd=p["ldd"], padded=padded,
+                       launches=2 if impl == "cublas+bias_act" and (act != "none") else 1)
+            if impl == "cublas+bias_act":
+                cuda.memcpy_htod(dD, np.ascontiguousarray(p["c"]))  # its C is its output
+            else:
+                cuda.memset_d32(dD, verify.NAN_BITS, shape.m * p["ldd"])
+            launch()
+            stream.synchronize()
+            out = np.empty((shape.m, p["ldd"]), np.float32)
+            cuda.memcpy_dtoh(out, dD)
+            v = verify.compare(out[:, :shape.n], ref, tol)
+            row.update(verified=v.passed, rel_err=v.rel_err, max_abs_err=v.max_abs_err, tolerance=tol,
+                       reason=v.reason, algo=str(lt.algo_info) if impl == "cublaslt" else "")
+            if not padded:
+                t = gpu.time_launches(launch, stream, warmup_ms=timing.warmup_ms, target_ms=timing.target_ms,
+                                      min_reps=timing.min_reps, max_reps=timing.max_reps, flush=flusher,
+                                      pci_bus_id=dev.pci_bus_id)
+                row.update(t.as_row(), tflops=tflops(shape.flops, t.stats.median_ms))
+            rows.append(row)
+            log.info("[epilogue %s] %s %s %s%s: %s%s", spec.id, impl, act, shape, " padded" if padded else "",
+                     "verified" if v.passed else "FAIL " + v.reason,
+                     f", {row['tflops']:.2f} TFLOP/s" if "tflops" in row else "")
+    finally:
+        lt.close()
+        if unfused is not None:
+            unfused.close()
     return rows

@@ -57,6 +57,7 @@ def _child(conn, go, factory: str, args: tuple, points: list, first: int) -> Non
             fatal = type(exc).__module__.startswith("pycuda")  # the context may be unusable now
             conn.send(("error", i, msg, traceback.format_exc()))
             if fatal:
+                conn.send(("restart", None, None, None))
                 return
             continue
         conn.send(("ok", i, rows, None))
@@ -119,6 +120,8 @@ def _run(points, *, factory, args, timeout_s, log, ctx, gate, stack) -> Iterator
                 for j in range(next_i, len(points)):
                     yield Outcome(j, points[j], "error", message=f"worker could not start: {payload}")
                 next_i, restart = len(points), True
+            elif kind == "restart":  # the child ended itself after a fatal error; the next point gets a new one
+                restart = True
             elif kind == "done":
                 next_i, restart = len(points), True
             elif kind == "eof":

@@ -14,9 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
-from contextlib import nullcontext
 from pathlib import Path
-from typing import ContextManager
 
 import pandas as pd
 
@@ -113,10 +111,8 @@ def tidy(raw_csv: str, *, kernel: str, shapes: list[Shape]) -> pd.DataFrame:
 
 
 def run_profile(*, impl: str, entry: str | None, shapes: list[Shape], target_args: list[str], report: Path,
-                log, gate: ContextManager = nullcontext()) -> pd.DataFrame:
-    """Profile ``impl``; return tidy metrics. Raises LabError('unavailable: ...') if ncu cannot.
-
-    ``gate`` (the GPU lock) is held while ncu runs, not while its report is read back."""
+                log) -> pd.DataFrame:
+    """Profile ``impl``; return tidy metrics. Raises LabError('unavailable: ...') if ncu cannot."""
     ncu = ncu_path()
     if ncu is None:
         raise LabError("unavailable: ncu not found on PATH")
@@ -127,8 +123,7 @@ def run_profile(*, impl: str, entry: str | None, shapes: list[Shape], target_arg
     env = dict(os.environ)
     src = str(Path(__file__).resolve().parents[1])  # the target imports this package from the checkout
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
-    with gate:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     log.info("%s", proc.stdout[-4000:])
     log.info("%s", proc.stderr[-4000:])
     text = proc.stdout + proc.stderr
@@ -141,6 +136,10 @@ def run_profile(*, impl: str, entry: str | None, shapes: list[Shape], target_arg
     return tidy(export_csv(ncu, report), kernel=impl, shapes=shapes)
 
 
-def target_args(*, config: dict, impl: str, binary: Path | None, record: Path | None, shapes: list[Shape]) -> list[str]:
+def target_args(*, config: dict, impl: str, binary: Path | None, record: Path | None, shapes: list[Shape],
+                gpu_lock: Path | None = None) -> list[str]:
+    """Arguments of ``sgemm_lab.profile_target``; with ``gpu_lock`` the target takes that lock (exclusive)
+    after its start-up, so ncu's and Python's start overlap other jobs' GPU work."""
     return ["--config-json", json.dumps(config), "--impl", impl, "--binary", str(binary or ""),
-            "--record", str(record or ""), "--shapes", *[f"{s.m}x{s.n}x{s.k}" for s in shapes]]
+            "--record", str(record or ""), "--gpu-lock", str(gpu_lock or ""),
+            "--shapes", *[f"{s.m}x{s.n}x{s.k}" for s in shapes]]

@@ -32,14 +32,28 @@ def main(argv=None) -> None:
     ap.add_argument("--shapes", nargs="+", required=True)
     ap.add_argument("--no-warmup", action="store_true", help="skip the spin warm-up (sanitizer runs)")
     ap.add_argument("--verify", action="store_true", help="also check the result against float64 (sanitizer runs)")
+    ap.add_argument("--gpu-lock", default="", help="take the pipeline's GPU lock (this file, exclusive) for the GPU part")
     args = ap.parse_args(argv)
 
-    from . import gpu
+    from contextlib import ExitStack
+
     from .config import Shape, from_dict
-    from .steps import load_spec
+    from .steps import gpu_lock, load_spec
 
     cfg = from_dict(json.loads(args.config_json))
     spec = load_spec(cfg, args.impl, Path(args.record) if args.record else None)
+    shapes = [Shape.of([int(x) for x in s.split("x")]) for s in args.shapes]
+    rng = np.random.default_rng(0)
+    hosts = [[rng.random(d, dtype=np.float32) * 2 - 1 for d in ((s.m, s.k), (s.k, s.n), (s.m, s.n))] for s in shapes]
+    with ExitStack() as stack:
+        if args.gpu_lock:  # everything before this (interpreter, imports, inputs) overlaps other GPU work
+            stack.enter_context(gpu_lock(exclusive=True, path=Path(args.gpu_lock)))
+        _run_on_gpu(args, cfg, spec, shapes, hosts)
+
+
+def _run_on_gpu(args, cfg, spec, shapes, hosts) -> None:
+    from . import gpu
+
     cuda = gpu.driver()
     stream = cuda.Stream()
     if spec is None:
@@ -50,15 +64,11 @@ def main(argv=None) -> None:
 
     spin = SourceModule(SPIN, no_extern_c=True).get_function("lab_spin")
     scratch = cuda.mem_alloc(4)
-    shapes = [Shape.of([int(x) for x in s.split("x")]) for s in args.shapes]
-    rng = np.random.default_rng(0)
-    bufs, hosts = [], []
-    for shape in shapes:
+    bufs = []
+    for shape, host in zip(shapes, hosts):
         b = gpu.Buffers(shape)
-        host = [rng.random(d, dtype=np.float32) * 2 - 1 for d in ((shape.m, shape.k), (shape.k, shape.n), (shape.m, shape.n))]
         b.upload(*host)
         bufs.append(b)
-        hosts.append(host)
     for shape, b in zip(shapes, bufs):
         t0 = time.perf_counter()  # ~200 ms of load so the SM clock is up, as when timed
         while not args.no_warmup and time.perf_counter() - t0 < 0.2:

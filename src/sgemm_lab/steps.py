@@ -331,7 +331,7 @@ def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> None:
         cubins = dict(zip(variants, pool.map(lambda sp: gpu.compile_cubin(sp, arch), variants.values())))
     with gpu_lock(exclusive=True), _Guard(f"epilogue {kernel}"):
         rows = ep.run(cfg, spec, cubins=cubins,
-                      seed_for=lambda act, shape, padded: point_seed(base, f"{kernel}/{act}/{padded}", shape, "epilogue"))
+                      seed_for=lambda shape, padded: point_seed(base, f"{kernel}/{padded}", shape, "epilogue"))
     from .compile import compile_options, source_hash
 
     env = io.read_json(env_json)
@@ -355,9 +355,8 @@ def profile(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | No
         if not shapes:
             raise LabError("unavailable: no profile shape is supported by this stage")
         df = run_profile(impl=impl, entry=None if spec is None else spec.entry, shapes=shapes, report=rep, log=log,
-                         gate=gpu_lock(exclusive=True),
                          target_args=target_args(config=raw_config, impl=impl, binary=binary, record=record,
-                                                 shapes=shapes))
+                                                 shapes=shapes, gpu_lock=GPU_LOCK_PATH.resolve()))
         df.insert(4, "status", "ok")
         log.info("[profile %s] %d metrics for %s; report %s", impl, len(df), ", ".join(map(str, shapes)), rep)
     except LabError as exc:
@@ -385,11 +384,11 @@ def sanitize(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | N
     io.write_csv(out, pd.DataFrame(rows))
 
 
-def failure_tests(cfg: LabConfig, *, env_json: Path, out: Path, log_path: Path | None) -> None:
+def failure_tests(cfg: LabConfig, *, env_json: Path, out: Path) -> None:
     """Run the GPU failure tests (they take the GPU lock themselves) and record one row per case."""
     from . import failures
 
-    rows = failures.run(log_path)
+    rows = failures.run(log)
     env = io.read_json(env_json)
     for r in rows:
         r.update(machine(env))
@@ -519,8 +518,7 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], None]:
         "profile": lambda c: profile(c, impl, binary=binary, record=record, raw_config=dict(smk.config),
                                      out=Path(o[0])),
         "ceilings": lambda c: ceilings(c, out=Path(o[0])),
-        "failure_tests": lambda c: failure_tests(c, env_json=Path(i.env), out=Path(o[0]),
-                                                 log_path=Path(smk.log[0]) if smk.log else None),
+        "failure_tests": lambda c: failure_tests(c, env_json=Path(i.env), out=Path(o[0])),
         "sanitize": lambda c: sanitize(c, impl, binary=binary, record=record, raw_config=dict(smk.config),
                                        out=Path(o[0])),
         "aggregate": lambda c: aggregate(c, bench_csvs=list(i.bench), check_jsons=list(i.check),
@@ -549,6 +547,7 @@ GPU_LOCK = {"environment": "shared", "build": "shared", "check": "shared", "sani
             "bench": "exclusive", "sweep": "exclusive", "epilogue": "exclusive", "profile": "exclusive",
             "ceilings": "exclusive"}
 SELF_LOCKING = {"build", "sweep", "check", "bench", "epilogue", "profile"}
+GPU_LOCK_PATH = Path("results/.gpu.lock")  # relative to the working directory, where results/ is
 
 
 class gpu_lock:
@@ -560,8 +559,8 @@ class gpu_lock:
     started, no timing ever overlaps other GPU work.
     """
 
-    def __init__(self, exclusive: bool = True, path: Path = Path("results/.gpu.lock")):
-        self.path = Path(path)
+    def __init__(self, exclusive: bool = True, path: Path | None = None):
+        self.path = Path(path) if path is not None else GPU_LOCK_PATH
         self.exclusive = exclusive
         self.fh = None
 

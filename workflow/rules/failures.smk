@@ -3,7 +3,6 @@ rule failure_tests:
     outcome, for the report's method section. The tests' own jobs take the GPU lock as the pipeline's do."""
     input:
         env=ENV_JSON,
-        tests="tests/gpu/test_gpu_failures.py",
     output:
         f"{REPORTS}/failure_tests.csv",
     log:
