@@ -38,11 +38,8 @@ def _import_pycuda():
     return cuda
 
 
-def driver():
-    """pycuda.driver with the primary context of the first visible device current, or NoGPUError."""
-    global _cuda
-    if _cuda is not None:
-        return _cuda
+def init_driver():
+    """pycuda.driver with the CUDA driver initialised (cuInit) but no context, or NoGPUError."""
     cuda = _import_pycuda()
     try:
         cuda.init()
@@ -51,6 +48,15 @@ def driver():
         raise NoGPUError(f"no CUDA device: the CUDA driver reports '{exc}'") from None
     if count == 0:
         raise NoGPUError("no CUDA device: the CUDA driver sees no GPU")
+    return cuda
+
+
+def driver():
+    """pycuda.driver with the primary context of the first visible device current, or NoGPUError."""
+    global _cuda
+    if _cuda is not None:
+        return _cuda
+    cuda = init_driver()
     import pycuda.autoprimaryctx  # noqa: F401  retains the primary context (shared with cuBLAS)
 
     _cuda = cuda
@@ -155,16 +161,51 @@ def compile_cubin(spec: KernelSpec, arch: str) -> bytes:
     """Compile with PyCUDA's compiler (the same call SourceModule makes) and return the cubin.
 
     Touches no GPU (no context is created), so it may run while another process times a kernel."""
+    return _nvcc(spec.id, source_text(spec), compile_options(spec), arch)
+
+
+def _nvcc(kernel: str, text: str, options: list[str], arch: str) -> bytes:
     cuda = _import_pycuda()
     from pycuda.compiler import compile as pycuda_compile
 
     try:
-        return pycuda_compile(source_text(spec), options=compile_options(spec), arch=arch,
-                              no_extern_c=True, include_dirs=[str(KERNEL_DIR)])
+        return pycuda_compile(text, options=options, arch=arch, no_extern_c=True, include_dirs=[str(KERNEL_DIR)])
     except cuda.CompileError as exc:
         log = f"{exc}\n--- stdout ---\n{exc.stdout or ''}\n--- stderr ---\n{exc.stderr or ''}"
         first = next((ln.strip() for ln in (exc.stderr or "").splitlines() if "error" in ln), "see log")
-        raise CompileError(f"kernel {spec.id}: nvcc failed: {first}", log) from None
+        raise CompileError(f"kernel {kernel}: nvcc failed: {first}", log) from None
+
+
+COMPILE_NICENESS = 10
+
+
+def _lower_priority() -> None:
+    try:
+        os.nice(COMPILE_NICENESS)
+    except OSError:
+        pass
+
+
+def _compile_job(job: tuple) -> tuple[bytes | None, tuple | None]:
+    try:
+        return _nvcc(*job), None
+    except CompileError as exc:
+        return None, exc.args
+
+
+def compile_many(specs: list[KernelSpec], arch: str, jobs: int) -> list[tuple[bytes | None, CompileError | None]]:
+    """Compile ``specs`` in worker processes at a lower CPU priority (nvcc inherits it), so that a
+    measurement running at the same time in another process keeps its CPU. (cubin, None) or
+    (None, CompileError) per spec, in order."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    if not specs:
+        return []
+    work = [(sp.id, source_text(sp), compile_options(sp), arch) for sp in specs]
+    with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(work))), mp_context=mp.get_context("spawn"),
+                             initializer=_lower_priority) as pool:
+        return [(cubin, CompileError(*err) if err else None) for cubin, err in pool.map(_compile_job, work)]
 
 
 class KernelLauncher:

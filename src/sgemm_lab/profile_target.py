@@ -45,6 +45,9 @@ def main(argv=None) -> None:
     shapes = [Shape.of([int(x) for x in s.split("x")]) for s in args.shapes]
     rng = np.random.default_rng(0)
     hosts = [[rng.random(d, dtype=np.float32) * 2 - 1 for d in ((s.m, s.k), (s.k, s.n), (s.m, s.n))] for s in shapes]
+    from . import gpu
+
+    gpu.init_driver()  # driver start-up (and the profiler's, which hooks in here) creates no context yet
     with ExitStack() as stack:
         if args.gpu_lock:  # everything before this (interpreter, imports, inputs) overlaps other GPU work
             stack.enter_context(gpu_lock(exclusive=True, path=Path(args.gpu_lock)))

@@ -108,7 +108,9 @@ def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, reco
 
         arch = io.read_json(env_json)["gpu"]["arch"]
         t0 = time.perf_counter()
-        binary = gpu.compile_cubin(spec, arch)  # needs no GPU: nvcc only
+        [(binary, err)] = gpu.compile_many([spec], arch, jobs=1)  # needs no GPU: nvcc only, at low priority
+        if err:
+            raise err
         dt = time.perf_counter() - t0
         with gpu_lock(exclusive=False):  # loading the module does
             launcher = gpu.KernelLauncher(spec, binary)
@@ -248,7 +250,6 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path, raw_config:
     environment step and compile in parallel (no GPU needed), then, with the GPU to itself, verify and
     time each point in a supervised child process (a hang or CUDA error is that point's row)."""
     import json
-    from concurrent.futures import ThreadPoolExecutor
 
     from . import geometry, gpu, isolate
     from .autotune import sweep_points
@@ -274,20 +275,13 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path, raw_config:
     log.info("[sweep %s] %d points: %d filtered before compiling, %d to compile (%d parallel jobs)", kernel,
              len(points), len(rows), len(todo), cfg.sweep.jobs)
 
-    def build_one(sp):
-        try:
-            return gpu.compile_cubin(sp, arch), None
-        except CompileError as exc:
-            return None, str(exc)
-
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=cfg.sweep.jobs) as pool:
-        built = list(pool.map(build_one, [sp for _, sp, _ in todo]))
+    built = gpu.compile_many([sp for _, sp, _ in todo], arch, jobs=cfg.sweep.jobs)
     log.info("[sweep %s] compiled in %.1f s", kernel, time.perf_counter() - t0)
     runnable = []
     for (head, sp, params), (cubin, err) in zip(todo, built):
         if err:
-            rows.append(dict(head, status="compile_error", reason=err))
+            rows.append(dict(head, status="compile_error", reason=str(err)))
         else:
             runnable.append((head, (params, cubin)))
     from .compile import compile_options, source_hash
@@ -297,21 +291,21 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path, raw_config:
         r.update(source_sha256=digest)
     for head, sp, _ in todo:
         head.update(source_sha256=digest, compile_options=" ".join(compile_options(sp)), **machine(env))
-    with gpu_lock(exclusive=True):
-        for o in isolate.run([p for _, p in runnable], factory="sgemm_lab.steps:sweep_worker",
-                             args=(raw_config, kernel, base_seed(cfg)), timeout_s=cfg.watchdog_s, log=log):
-            head = runnable[o.index][0]
-            if o.status != "ok":
-                rows.append(dict(head, status=o.status, reason=o.message))
-                log.warning("[sweep %s] %d/%d %s: %s (%s)", kernel, o.index + 1, len(runnable), head["params"],
-                            o.status.upper(), o.message)
-                continue
-            r = o.rows[0]
-            rows.append(dict(head, **r))
-            if r["status"] in ("ok", "failed"):
-                log.info("[sweep %s] %d/%d %s: %.2f TFLOP/s, %d regs, %d B local%s", kernel, o.index + 1,
-                         len(runnable), head["params"], r["tflops"], r["registers"], r["local_bytes"],
-                         "" if r["verified"] else " NOT VERIFIED")
+    for o in isolate.run([p for _, p in runnable], factory="sgemm_lab.steps:sweep_worker",
+                         args=(raw_config, kernel, base_seed(cfg)), timeout_s=cfg.watchdog_s, log=log,
+                         gate=gpu_lock(exclusive=True)):
+        head = runnable[o.index][0]
+        if o.status != "ok":
+            rows.append(dict(head, status=o.status, reason=o.message))
+            log.warning("[sweep %s] %d/%d %s: %s (%s)", kernel, o.index + 1, len(runnable), head["params"],
+                        o.status.upper(), o.message)
+            continue
+        r = o.rows[0]
+        rows.append(dict(head, **r))
+        if r["status"] in ("ok", "failed"):
+            log.info("[sweep %s] %d/%d %s: %.2f TFLOP/s, %d regs, %d B local%s", kernel, o.index + 1,
+                     len(runnable), head["params"], r["tflops"], r["registers"], r["local_bytes"],
+                     "" if r["verified"] else " NOT VERIFIED")
     io.write_csv(out, pd.DataFrame(rows))
 
 
@@ -319,16 +313,17 @@ def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> None:
     """Fused-epilogue comparison of one stage with cuBLASLt and cuBLAS + a separate kernel."""
     from . import epilogue as ep
 
-    from concurrent.futures import ThreadPoolExecutor
-
     from . import gpu
 
     spec = cfg.kernel(kernel)
     base = base_seed(cfg)
     arch = io.read_json(env_json)["gpu"]["arch"]
     variants = {act: ep.variant(spec, act) for act in cfg.epilogue.acts}
-    with ThreadPoolExecutor(max_workers=len(variants)) as pool:  # compiling needs no GPU
-        cubins = dict(zip(variants, pool.map(lambda sp: gpu.compile_cubin(sp, arch), variants.values())))
+    cubins = {}
+    for act, (cubin, err) in zip(variants, gpu.compile_many(list(variants.values()), arch, jobs=len(variants))):
+        if err:
+            raise err
+        cubins[act] = cubin
     with gpu_lock(exclusive=True), _Guard(f"epilogue {kernel}"):
         rows = ep.run(cfg, spec, cubins=cubins,
                       seed_for=lambda shape, padded: point_seed(base, f"{kernel}/{padded}", shape, "epilogue"))

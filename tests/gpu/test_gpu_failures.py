@@ -36,7 +36,7 @@ extern "C" __global__ void sgemm_broken(int M, int N, int K, float alpha, const 
 """
 
 
-WATCHDOG_S = 5
+WATCHDOG_S = 3
 
 
 @pytest.fixture(scope="module")
