@@ -17,7 +17,7 @@ def tables():
     return dict(bench=pd.read_csv(FIX / "bench.csv"), checks=pd.read_csv(FIX / "check.csv"),
                 builds=pd.read_csv(FIX / "build.csv"), env=io.read_json(FIX / "environment.json"),
                 ncu=pd.read_csv(FIX / "ncu_metrics.csv"), ceilings=io.read_json(FIX / "ceilings.json"),
-                sanitize=pd.read_csv(FIX / "sanitize.csv"),
+                sanitize=pd.read_csv(FIX / "sanitize.csv"), failures=pd.read_csv(FIX / "failure_tests.csv"),
                 sweeps={p.stem: pd.read_csv(p) for p in (FIX / "sweeps").glob("*.csv")},
                 epilogues={p.stem: pd.read_csv(p) for p in (FIX / "epilogue").glob("*.csv")})
 
@@ -167,3 +167,22 @@ def test_gpu_step_without_gpu_is_one_line(raw_config, tmp_path, capsys, monkeypa
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("sgemm-lab environment: no CUDA device")
     assert not (tmp_path / "env.json").exists()
+
+
+def test_method_lists_the_gpu_failure_cases_of_the_run(lab, tables):
+    text = _render(lab, tables)
+    method = text[text.index("## Method"):text.index("## Sanitizers")]
+    for r in tables["failures"].itertuples():
+        assert f"| {r.case} |" in method
+    assert "watchdog" in method and "timeout" in method
+
+
+def test_every_result_table_carries_provenance(tables):
+    commit = tables["env"]["git_commit"]
+    for name in ("bench", "checks", "ncu", "sanitize", "failures"):
+        df = tables[name]
+        assert (df.git_commit == commit).all() and df.gpu.notna().all(), name
+    for name in ("checks", "ncu", "sanitize"):
+        assert tables[name].source_sha256.notna().all(), name
+    for df in list(tables["sweeps"].values()) + list(tables["epilogues"].values()):
+        assert df.source_sha256.notna().all() and (df.git_commit == commit).all()

@@ -55,13 +55,14 @@ def check_status(checks: pd.DataFrame, kernel: str) -> str:
     shapes = ran[["m", "n", "k"]].drop_duplicates()
     if len(failed):
         return f"**FAIL** ({len(failed)} of {len(ran)} runs)"
-    return f"pass ({len(shapes)} shapes, max rel. err {ran['rel_err'].max():.1e})"
+    return f"pass ({len(shapes)} shape{'s' if len(shapes) != 1 else ''}, max rel. err {ran['rel_err'].max():.1e})"
 
 
 def ladder_table(cfg: LabConfig, bench: pd.DataFrame, checks: pd.DataFrame) -> str:
     shapes = bench[["m", "n", "k"]].drop_duplicates().assign(f=lambda d: d.m * d.n * d.k).sort_values("f")
     header = ["stage", "check"] + [shape_label(*s) for s in shapes[["m", "n", "k"]].itertuples(index=False)]
-    titles = {k.id: k.title for k in cfg.kernels} | {"cublas": "cuBLAS SGEMM (strict FP32)"}
+    titles = {k.id: k.title for k in cfg.kernels} | {"cublas": "cuBLAS SGEMM (strict FP32)",
+                                                           "numpy": "NumPy float32 matmul (CPU BLAS)"}
     rows = []
     for impl in cfg.implementations:
         sub = bench[bench["kernel"] == impl]

@@ -287,8 +287,8 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path, raw_config:
     from .compile import compile_options, source_hash
 
     digest = source_hash(spec)
-    for r in rows:
-        r.update(source_sha256=digest)
+    for r in rows:  # filtered before compiling: no flags, but the same source and machine
+        r.update(source_sha256=digest, **machine(env))
     for head, sp, _ in todo:
         head.update(source_sha256=digest, compile_options=" ".join(compile_options(sp)), **machine(env))
     for o in isolate.run([p for _, p in runnable], factory="sgemm_lab.steps:sweep_worker",
