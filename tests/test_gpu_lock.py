@@ -40,6 +40,7 @@ def test_lock_modes(lab):
     assert steps.lock_mode("bench", lab, "10_autotuned") == "exclusive"
     host = next(k.id for k in lab.kernels if k.backend == "host")
     assert steps.lock_mode("bench", lab, host) is None and steps.lock_mode("check", lab, host) is None
+    assert steps.lock_mode("build", lab, host) is None
     assert steps.lock_mode("bench", lab, "numpy") is None
     for step in ("aggregate", "plot", "heatmap", "report"):
         assert steps.lock_mode(step, lab, None) is None

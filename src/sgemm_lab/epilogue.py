@@ -62,7 +62,6 @@ def run(cfg: LabConfig, spec: KernelSpec, *, cubins: dict[str, bytes], seed_for)
     cuBLAS + a separate kernel. One fresh problem per shape (``seed_for(shape, padded)``), shared by the
     activations, so that its float64 product is computed once."""
     from . import gpu
-    from .cublaslt import CublasLtEpilogue, CublasPlusBiasAct
     from .runners import TimingSettings
 
     cuda = gpu.driver()
@@ -88,8 +87,7 @@ def run(cfg: LabConfig, spec: KernelSpec, *, cubins: dict[str, bytes], seed_for)
         try:
             for act in cfg.epilogue.acts:
                 rows += _compare(spec, act, kernels[act], shape, padded, p, reference(p, shape, act, ab), tol,
-                                 dA, dB, dC, dBias, dD, stream, flusher, dev, timing, CublasLtEpilogue,
-                                 CublasPlusBiasAct)
+                                 (dA, dB, dC, dBias, dD), stream, flusher, dev, timing)
         finally:
             for buf in (dA, dB, dC, dBias, dD):
                 buf.free()
@@ -98,12 +96,14 @@ def run(cfg: LabConfig, spec: KernelSpec, *, cubins: dict[str, bytes], seed_for)
     return rows
 
 
-def _compare(spec, act, kern, shape, padded, p, ref, tol, dA, dB, dC, dBias, dD, stream, flusher, dev, timing,
-             CublasLtEpilogue, CublasPlusBiasAct) -> list[dict]:
+def _compare(spec, act, kern, shape, padded, p, ref, tol, bufs, stream, flusher, dev, timing) -> list[dict]:
     """The stage, cuBLASLt and (packed shapes) cuBLAS + a separate kernel for one activation: verify, time."""
-    from . import gpu
     import pycuda.driver as cuda
 
+    from . import gpu
+    from .cublaslt import CublasLtEpilogue, CublasPlusBiasAct
+
+    dA, dB, dC, dBias, dD = bufs
     rows = []
     lt = CublasLtEpilogue(stream, m=shape.m, n=shape.n, k=shape.k, act=act, bias=True,
                           lda=p["lda"], ldb=p["ldb"], ldc=p["ldc"], ldd=p["ldd"])

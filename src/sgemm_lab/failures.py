@@ -29,8 +29,8 @@ def parse_junit(xml_text: str) -> list[dict]:
             el = tc.find(tag)
             if el is not None:
                 outcome = {"failure": "failed"}.get(tag, tag)
-                message = (el.get("message") or el.text or "").strip().splitlines()[0][:300] if (
-                    el.get("message") or el.text) else ""
+                lines = (el.get("message") or el.text or "").strip().splitlines()
+                message = lines[0][:300] if lines else ""
                 break
         rows.append(dict(case=props.get("case", tc.get("name")), test=tc.get("name"), outcome=outcome,
                          message=message, seconds=float(tc.get("time") or 0)))

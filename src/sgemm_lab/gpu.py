@@ -157,14 +157,8 @@ class BuildRecord:
     compile_s: float
 
 
-def compile_cubin(spec: KernelSpec, arch: str) -> bytes:
-    """Compile with PyCUDA's compiler (the same call SourceModule makes) and return the cubin.
-
-    Touches no GPU (no context is created), so it may run while another process times a kernel."""
-    return _nvcc(spec.id, source_text(spec), compile_options(spec), arch)
-
-
 def _nvcc(kernel: str, text: str, options: list[str], arch: str) -> bytes:
+    """Compile with PyCUDA's compiler (the same call SourceModule makes); needs nvcc, no GPU context."""
     cuda = _import_pycuda()
     from pycuda.compiler import compile as pycuda_compile
 

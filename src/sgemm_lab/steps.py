@@ -11,6 +11,7 @@ import sys
 import time
 import traceback
 import zlib
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable
 
@@ -160,12 +161,11 @@ def _isolated_points(cfg: LabConfig, impl: str, kind: str, shapes, seed_of, *, b
     from . import isolate
 
     points = [((s.m, s.n, s.k), seed_of(s)) for s in shapes]
-    mode = lock_mode(kind, cfg, impl)
     rows = []
     for o in isolate.run(points, factory="sgemm_lab.steps:point_worker",
                          args=(raw_config, impl, str(binary) if binary else None, str(record) if record else None, kind),
                          timeout_s=cfg.watchdog_s, log=log,
-                         gate=gpu_lock(exclusive=mode == "exclusive") if mode else None):
+                         gate=gpu_lock.for_mode(lock_mode(kind, cfg, impl))):
         (m, n, k), _ = o.point
         tag = f"[{kind} {impl}] {o.index + 1}/{len(points)} {m}x{n}x{k}"
         if o.status != "ok":
@@ -253,6 +253,7 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path, raw_config:
 
     from . import geometry, gpu, isolate
     from .autotune import sweep_points
+    from .compile import compile_options, source_hash
 
     spec = cfg.kernel(kernel)
     env = io.read_json(env_json)
@@ -260,18 +261,19 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path, raw_config:
     arch = dev.arch
     shape = cfg.sweep.shape
     points = sweep_points(spec)
+    provenance = dict(source_sha256=source_hash(spec), **machine(env))
     rows, todo = [], []
     for params in points:
         sp = spec.with_params(**params)
         head = dict(kernel=kernel, m=shape.m, n=shape.n, k=shape.k, params=json.dumps(params, sort_keys=True), **params,
-                    threads=geometry.threads_per_block(sp), shared_bytes=geometry.shared_bytes(sp))
+                    threads=geometry.threads_per_block(sp), shared_bytes=geometry.shared_bytes(sp), **provenance)
         limit = dev.max_shared_per_block_optin if sp.dynamic_shared else dev.max_shared_per_block
         problems = geometry.violations(sp, max_shared=limit)
         reason = geometry.unsupported_reason(sp, shape)
         if problems or reason:
             rows.append(dict(head, status="filtered", reason="; ".join(problems + ([reason] if reason else []))))
         else:
-            todo.append((head, sp, params))
+            todo.append((dict(head, compile_options=" ".join(compile_options(sp))), sp, params))
     log.info("[sweep %s] %d points: %d filtered before compiling, %d to compile (%d parallel jobs)", kernel,
              len(points), len(rows), len(todo), cfg.sweep.jobs)
 
@@ -284,13 +286,6 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path, raw_config:
             rows.append(dict(head, status="compile_error", reason=str(err)))
         else:
             runnable.append((head, (params, cubin)))
-    from .compile import compile_options, source_hash
-
-    digest = source_hash(spec)
-    for r in rows:  # filtered before compiling: no flags, but the same source and machine
-        r.update(source_sha256=digest, **machine(env))
-    for head, sp, _ in todo:
-        head.update(source_sha256=digest, compile_options=" ".join(compile_options(sp)), **machine(env))
     for o in isolate.run([p for _, p in runnable], factory="sgemm_lab.steps:sweep_worker",
                          args=(raw_config, kernel, base_seed(cfg)), timeout_s=cfg.watchdog_s, log=log,
                          gate=gpu_lock(exclusive=True)):
@@ -312,12 +307,13 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path, raw_config:
 def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> None:
     """Fused-epilogue comparison of one stage with cuBLASLt and cuBLAS + a separate kernel."""
     from . import epilogue as ep
-
     from . import gpu
+    from .compile import compile_options, source_hash
 
     spec = cfg.kernel(kernel)
     base = base_seed(cfg)
-    arch = io.read_json(env_json)["gpu"]["arch"]
+    env = io.read_json(env_json)
+    arch = env["gpu"]["arch"]
     variants = {act: ep.variant(spec, act) for act in cfg.epilogue.acts}
     cubins = {}
     for act, (cubin, err) in zip(variants, gpu.compile_many(list(variants.values()), arch, jobs=len(variants))):
@@ -327,13 +323,11 @@ def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> None:
     with gpu_lock(exclusive=True), _Guard(f"epilogue {kernel}"):
         rows = ep.run(cfg, spec, cubins=cubins,
                       seed_for=lambda shape, padded: point_seed(base, f"{kernel}/{padded}", shape, "epilogue"))
-    from .compile import compile_options, source_hash
-
-    env = io.read_json(env_json)
+    digest = source_hash(spec)
     libs = {"cublaslt": f"cuBLASLt {env.get('cublas')}", "cublas+bias_act": f"cuBLAS {env.get('cublas')} + bias/act kernel"}
     for r in rows:
         own = r["implementation"] == spec.id
-        r.update(source_sha256=source_hash(spec) if own else libs.get(r["implementation"]),
+        r.update(source_sha256=digest if own else libs.get(r["implementation"]),
                  compile_options=" ".join(compile_options(variants[r["act"]])) if own else "", **machine(env))
     io.write_csv(out, pd.DataFrame(rows))
 
@@ -559,6 +553,11 @@ class gpu_lock:
         self.exclusive = exclusive
         self.fh = None
 
+    @classmethod
+    def for_mode(cls, mode: str | None) -> "gpu_lock | None":
+        """The lock for a ``lock_mode`` result (None: the step does not use the GPU)."""
+        return None if mode is None else cls(exclusive=mode == "exclusive")
+
     def __enter__(self):
         import fcntl
 
@@ -583,7 +582,7 @@ def lock_mode(step: str, cfg: LabConfig, impl: str | None) -> str | None:
     """'exclusive', 'shared' or None (no GPU: host stages, the NumPy baseline, plots, report)."""
     if impl == "numpy":
         return None
-    if impl and impl not in BASELINES and step in ("check", "bench"):
+    if impl and impl not in BASELINES and step in ("build", "check", "bench"):
         spec = cfg.kernel(impl)
         if spec.backend == "host" and not spec.autotuned:
             return None
@@ -599,11 +598,7 @@ def main(step: str, smk) -> None:
     try:
         cfg = from_dict(smk.config)
         impl = getattr(smk.wildcards, "kernel", None)
-        mode = lock_mode(step, cfg, impl)
-        if mode is not None and step not in SELF_LOCKING:
-            with gpu_lock(exclusive=mode == "exclusive"):
-                _from_snakemake(step, smk)(cfg)
-        else:
+        with gpu_lock.for_mode(None if step in SELF_LOCKING else lock_mode(step, cfg, impl)) or nullcontext():
             _from_snakemake(step, smk)(cfg)
     except LabError as exc:
         if len(exc.args) > 1:
