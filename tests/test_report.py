@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from conftest import ROOT
 
-from sgemm_lab import io, report, steps
+from sgemm_lab import entry, io, report
 
 FIX = ROOT / "tests" / "fixtures" / "h100"
 FIGS = ["tflops_vs_size", "ladder", "roofline", "stalls", "memory"]
@@ -118,7 +118,7 @@ def test_cpu_steps_from_snakemake_objects(lab, tables, tmp_path, raw_config):
                                config=raw_config, wildcards=SimpleNamespace(), log=[str(tmp_path / "log.txt")],
                                params=SimpleNamespace(**kw))
 
-    steps.main("aggregate", smk(dict(bench=paths, check=checks, build=builds, profiles=[FIX / "ncu_metrics.csv"],
+    entry.main("aggregate", smk(dict(bench=paths, check=checks, build=builds, profiles=[FIX / "ncu_metrics.csv"],
                                      sanitize=[FIX / "sanitize.csv"], env=FIX / "environment.json"),
                                 dict(bench=out / "bench.csv", check=out / "check.csv", build=out / "build.csv",
                                      env=out / "environment.json", ncu=out / "ncu_metrics.csv",
@@ -127,13 +127,13 @@ def test_cpu_steps_from_snakemake_objects(lab, tables, tmp_path, raw_config):
     assert len(agg) == len(raw) and agg.loc[agg.status == "ok", "pct_cublas"].notna().all()
     assert agg.source_sha256.notna().all() and (agg.gpu == tables["env"]["gpu"]["name"]).all()
     figs = {n: out / "figures" / f"{n}.png" for n in FIGS}
-    steps.main("plot", SimpleNamespace(
+    entry.main("plot", SimpleNamespace(
         input=SimpleNamespace(bench=out / "bench.csv", ncu=out / "ncu_metrics.csv", ceilings=FIX / "ceilings.json"),
         output=SimpleNamespace(size=figs["tflops_vs_size"], **{k: v for k, v in figs.items() if k != "tflops_vs_size"}),
         config=raw_config, wildcards=SimpleNamespace(), log=[str(tmp_path / "plot.txt")]))
     for f in figs.values():
         assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    steps.main("report", smk(dict(bench=out / "bench.csv", check=out / "check.csv", build=out / "build.csv",
+    entry.main("report", smk(dict(bench=out / "bench.csv", check=out / "check.csv", build=out / "build.csv",
                                   env=out / "environment.json", figures=list(figs.values()), ncu=out / "ncu_metrics.csv",
                                   sanitize=out / "sanitize.csv", ceilings=FIX / "ceilings.json",
                                   sweeps=list((FIX / "sweeps").glob("*.csv"))),
@@ -162,7 +162,7 @@ def test_gpu_step_without_gpu_is_one_line(raw_config, tmp_path, capsys, monkeypa
     smk = SimpleNamespace(input=SimpleNamespace(), output=[str(tmp_path / "env.json")], config=raw_config,
                           wildcards=SimpleNamespace(), log=[str(tmp_path / "env.log")])
     with pytest.raises(SystemExit) as exit_:
-        steps.main("environment", smk)
+        entry.main("environment", smk)
     assert exit_.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("sgemm-lab environment: no CUDA device")

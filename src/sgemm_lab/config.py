@@ -149,6 +149,7 @@ class EpilogueSettings:
 @dataclass(frozen=True, kw_only=True)
 class LabConfig:
     run: str
+    strict: bool
     seed: int | None
     arch: str
     watchdog_s: float
@@ -226,6 +227,8 @@ def validate(raw: Mapping[str, Any], *, source: str = "config") -> dict:
     Raises ConfigError with one line naming the offending key and the file.
     """
     cfg = copy.deepcopy(dict(raw))
+    if isinstance(cfg.get("strict"), str) and cfg["strict"].lower() in ("true", "false"):
+        cfg["strict"] = cfg["strict"].lower() == "true"  # --config strict=false arrives as a string
     errors = sorted(_Validator(load_schema()).iter_errors(cfg), key=lambda e: list(e.absolute_path))
     if errors:
         err = errors[0]
@@ -294,6 +297,7 @@ def from_dict(raw: Mapping[str, Any], *, source: str = "config") -> LabConfig:
     check = cfg["check"]
     return LabConfig(
         run=cfg["run"],
+        strict=bool(cfg["strict"]),
         seed=cfg["seed"],
         arch=cfg["arch"],
         watchdog_s=float(cfg["watchdog_s"]),

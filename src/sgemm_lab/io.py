@@ -6,9 +6,10 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _umask() -> int:
@@ -52,7 +53,21 @@ def read_json(path: Path) -> Any:
         return json.load(fh)
 
 
-def write_csv(path: Path, frame: pd.DataFrame) -> None:
+def write_csv(path: Path, frame: "pd.DataFrame | list[dict]", columns: list[str] | None = None) -> None:
+    """A table: a DataFrame, or a list of row dicts (written without importing pandas; ``columns`` gives
+    the header and its order, and missing keys are empty cells)."""
+    if isinstance(frame, list):
+        import csv
+
+        cols = columns or list(dict.fromkeys(k for row in frame for k in row))
+
+        def write(fh):
+            w = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
+            w.writeheader()
+            w.writerows({k: ("" if v is None else v) for k, v in row.items()} for row in frame)
+
+        _atomic_write(path, write)
+        return
     _atomic_write(path, lambda fh: frame.to_csv(fh, index=False, lineterminator="\n"))
 
 

@@ -26,7 +26,10 @@ def _save(fig, out: Path) -> None:
 
 def tflops_vs_size(bench: pd.DataFrame, out: Path, order: list[str]) -> None:
     """TFLOP/s against problem size, one line per kernel, cuBLAS as a dashed reference line."""
-    ok = bench[bench["status"] == "ok"].copy()
+    ok = bench[bench["status"] == "ok"].copy() if "status" in bench else bench.iloc[0:0]
+    if ok.empty:
+        placeholder(out, "no verified timings")
+        return
     ok["flops"] = 2 * ok.m * ok.n * ok.k
     sizes = ok.drop_duplicates(["m", "n", "k"]).sort_values("flops")
     labels = [shape_label(m, n, k) for m, n, k in sizes[["m", "n", "k"]].itertuples(index=False)]
@@ -63,14 +66,15 @@ def sweep_heatmap(sweep: pd.DataFrame, out: Path, *, kernel: str, axes: tuple[st
         grid = ok.pivot_table(index=y, columns=x, values="tflops", aggfunc="max")
         sns.heatmap(grid, annot=True, fmt=".1f", cmap="viridis", cbar_kws={"label": "TFLOP/s (best)"}, ax=ax)
         ax.invert_yaxis()
-    counts = sweep["status"].value_counts()
-    shape = sweep.iloc[0]
-    ax.set_title(f"{title or kernel}\n{int(shape.m)}x{int(shape.n)}x{int(shape.k)}: "
-                 + ", ".join(f"{n} {s}" for s, n in counts.items()), fontsize=10)
+    counts = sweep["status"].value_counts() if "status" in sweep else pd.Series(dtype=int)
+    where = f"{int(sweep.m.iloc[0])}x{int(sweep.n.iloc[0])}x{int(sweep.k.iloc[0])}: " if len(sweep) else ""
+    ax.set_title(f"{title or kernel}\n{where}" + (", ".join(f"{n} {s}" for s, n in counts.items()) or "no points"),
+                 fontsize=10)
     _save(fig, out)
 
 
-def _placeholder(out: Path, text: str) -> None:
+def placeholder(out: Path, text: str) -> None:
+    """A picture that says why there is no figure (the report keeps its layout)."""
     fig, ax = plt.subplots(figsize=(6, 2))
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
     ax.set_axis_off()
@@ -84,10 +88,10 @@ def _at_shape(df: pd.DataFrame, shape) -> pd.DataFrame:
 
 def ladder_bars(bench: pd.DataFrame, out: Path, *, order: list[str], shape) -> None:
     """TFLOP/s of every stage at one shape, annotated with % of cuBLAS; cuBLAS as a dashed line."""
-    ok = _at_shape(bench[bench.status == "ok"], shape)
+    ok = _at_shape(bench[bench.status == "ok"], shape) if "status" in bench else bench.iloc[0:0]
     kernels = [k for k in order if k in set(ok.kernel) and k != "cublas"]
     if not kernels:
-        _placeholder(out, f"no verified results at {shape}")
+        placeholder(out, f"no verified results at {shape}")
         return
     sns.set_theme(style="whitegrid", context="notebook")
     fig, ax = plt.subplots(figsize=(10, 5))
@@ -119,7 +123,10 @@ def roofline(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, out: Path, 
     table = _metric_table(ncu, shape)
     ok = _at_shape(bench[bench.status == "ok"], shape).set_index("kernel")
     if table.empty or "dram_bytes_read" not in table:
-        _placeholder(out, "roofline: no Nsight Compute metrics (profiling disabled or unavailable)")
+        placeholder(out, "roofline: no Nsight Compute metrics (profiling disabled or unavailable)")
+        return
+    if "fp32_tflops" not in ceilings:
+        placeholder(out, "roofline: no measured ceilings (the ceilings step did not run or failed)")
         return
     m, n, k = shape
     flops = 2.0 * m * n * k
@@ -157,7 +164,7 @@ def stall_bars(ncu: pd.DataFrame, out: Path, *, order: list[str], shape) -> None
     table = _metric_table(ncu, shape)
     cols = [f"stall_{s}" for s in STALL_ORDER if f"stall_{s}" in table.columns]
     if table.empty or not cols:
-        _placeholder(out, "warp stalls: no Nsight Compute metrics")
+        placeholder(out, "warp stalls: no Nsight Compute metrics")
         return
     rows = [k for k in order if k in table.index]
     data = table.loc[rows, cols].fillna(0.0)
@@ -178,7 +185,7 @@ def memory_occupancy(ncu: pd.DataFrame, out: Path, *, order: list[str], shape) -
     """Shared-memory bank conflicts (extra wavefronts per request) and achieved vs theoretical occupancy."""
     table = _metric_table(ncu, shape)
     if table.empty:
-        _placeholder(out, "bank conflicts / occupancy: no Nsight Compute metrics")
+        placeholder(out, "bank conflicts / occupancy: no Nsight Compute metrics")
         return
     rows = [k for k in order if k in table.index]
     t = table.loc[rows]

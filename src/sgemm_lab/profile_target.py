@@ -38,7 +38,8 @@ def main(argv=None) -> None:
     from contextlib import ExitStack
 
     from .config import Shape, from_dict
-    from .steps import gpu_lock, load_spec
+    from .gpulock import gpu_lock
+    from .steps import load_spec
 
     cfg = from_dict(json.loads(args.config_json))
     spec = load_spec(cfg, args.impl, Path(args.record) if args.record else None)

@@ -58,7 +58,15 @@ def check_status(checks: pd.DataFrame, kernel: str) -> str:
     return f"pass ({len(shapes)} shape{'s' if len(shapes) != 1 else ''}, max rel. err {ran['rel_err'].max():.1e})"
 
 
-def ladder_table(cfg: LabConfig, bench: pd.DataFrame, checks: pd.DataFrame) -> str:
+def stage_problem(outcomes, kernel: str) -> str | None:
+    """'**build failed**' (etc.) when a step of ``kernel`` failed or did not run, for the ladder table."""
+    for r in outcomes or ():
+        if r.kernel == kernel and r.status in ("failed", "not run") and r.step in ("build", "check", "bench"):
+            return f"**{r.step} {'failed' if r.status == 'failed' else 'not run'}**"
+    return None
+
+
+def ladder_table(cfg: LabConfig, bench: pd.DataFrame, checks: pd.DataFrame, outcomes=()) -> str:
     shapes = bench[["m", "n", "k"]].drop_duplicates().assign(f=lambda d: d.m * d.n * d.k).sort_values("f")
     header = ["stage", "check"] + [shape_label(*s) for s in shapes[["m", "n", "k"]].itertuples(index=False)]
     titles = {k.id: k.title for k in cfg.kernels} | {"cublas": "cuBLAS SGEMM (strict FP32)",
@@ -84,7 +92,10 @@ def ladder_table(cfg: LabConfig, bench: pd.DataFrame, checks: pd.DataFrame) -> s
             else:
                 mark = "" if r["verified"] else " ✗"
                 cells.append(f"{r['tflops']:.2f} ({_fmt(r['pct_cublas'], '.1f')}%){mark}")
-        rows.append([f"`{impl}` {titles.get(impl, '')}", check_status(checks, impl), *cells])
+        problem = stage_problem(outcomes, impl)
+        status = check_status(checks, impl)
+        status = f"{problem} (see Failures)" if problem and status in ("not checked", "all shapes skipped") else status
+        rows.append([f"`{impl}` {titles.get(impl, '')}", status, *cells])
     return md_table(header, rows, align="ll" + "r" * (len(header) - 2))
 
 
@@ -264,11 +275,27 @@ def model_table(cfg: LabConfig, ncu: pd.DataFrame, shape) -> str | None:
                      "FFMA / (M·N·K)"], rows)
 
 
+def failed_steps_section(outcomes) -> list[str]:
+    """Every step that failed, did not run or had no tool, with its first error line and its log."""
+    bad = [r for r in outcomes or () if r.status != "ok"]
+    if not bad:
+        return []
+    n_failed = sum(r.status == "failed" for r in bad)
+    rows = [[f"`{r.kernel}`" if r.kernel else "–", r.step, f"**{r.status}**" if r.status != "unavailable" else r.status,
+             str(r.message).replace("|", "\\|"), f"`{r.log}`" if r.log else "–"] for r in bad]
+    head = (f"{n_failed} step{'s' if n_failed != 1 else ''} failed in this run; every other stage was still "
+            "checked, timed and reported below. `not run`: an earlier step of the same stage failed; `unavailable`: "
+            "a tool this machine lacks." if n_failed else
+            "No step failed; some did not run or lacked a tool:")
+    return ["## Failures", "", head, "", md_table(["stage", "step", "status", "first error", "log"], rows,
+                                                   align="lllll"), ""]
+
+
 def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds: pd.DataFrame, env: dict,
            figures: dict[str, Path], wall_s: float | None, sweeps: dict[str, pd.DataFrame] | None = None,
            epilogues: dict[str, pd.DataFrame] | None = None, ncu: pd.DataFrame | None = None,
            ceilings: dict | None = None, sanitize: pd.DataFrame | None = None, command: str | None = None,
-           failures: pd.DataFrame | None = None) -> str:
+           failures: pd.DataFrame | None = None, outcomes=()) -> str:
     sweeps = sweeps or {}
     epilogues = epilogues or {}
     fig = {k: v.as_posix() for k, v in figures.items()}
@@ -285,6 +312,7 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
         budget = 300
         out.append(f"\nWall time of the pipeline run that produced this report (start to report, compile cache cold): "
                    f"**{wall_s:.0f} s** ({'within' if wall_s <= budget else 'over'} the {budget // 60}-minute budget).")
+    out += [""] + failed_steps_section(outcomes)
     hs = headline_shape(cfg, ok)
     if hs:
         out += ["", f"## At {shape_label(*hs)}", "", headline_table(cfg, ok, hs)]
@@ -293,7 +321,7 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
     out += ["", "## Ladder", "",
             "TFLOP/s (median) per problem size, with the percentage of cuBLAS at the same size in the same run. "
             "✗ marks a timing whose result did not verify; `skipped` a shape the stage cannot run (reasons below).", "",
-            ladder_table(cfg, bench, checks), "", f"![TFLOP/s vs size]({fig.get('tflops_vs_size', '')})", ""]
+            ladder_table(cfg, bench, checks, outcomes), "", f"![TFLOP/s vs size]({fig.get('tflops_vs_size', '')})", ""]
     prof = ncu_table(ncu, hs) if hs else pd.DataFrame()
     unavailable = sorted(set(ncu[ncu.status != "ok"].status)) if ncu is not None and len(ncu) and "status" in ncu else []
     out += ["## Where the time goes (Nsight Compute)", ""]
@@ -326,7 +354,11 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
         if spec.explain:
             out += [spec.explain, ""]
         br = builds[builds["kernel"] == spec.id]
-        if len(br):
+        build_status = br.iloc[0].get("status") if len(br) else None
+        if isinstance(build_status, str) and build_status != "ok":
+            out.append(f"**Build failed**: {br.iloc[0].get('message', '')} (log `{br.iloc[0].get('log', '')}`); "
+                       "this stage was not checked, timed or profiled.")
+        elif len(br):
             r = br.iloc[0]
             if spec.autotuned and isinstance(r.get("tuned_from"), str):
                 out.append(f"Chosen by the pipeline from the tile sweeps of {', '.join(f'`{t}`' for t in spec.tune_from)}: "
@@ -354,7 +386,7 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
             out.append(f"Nsight Compute at {shape_label(*hs)}: " + "; ".join(vals)
                        + f"; occupancy limited by {occupancy_limiter(r)}; top stalls (cycles/instruction): {top_stalls(r)}.")
         out.append("")
-        if spec.id in epilogues:
+        if spec.id in epilogues and len(epilogues[spec.id]):
             out += ["", epilogue_table(epilogues[spec.id]), ""]
         if spec.id in sweeps:
             out += sweep_summary(spec, sweeps[spec.id])

@@ -1,19 +1,16 @@
-"""The pipeline's steps. Each workflow script is a two-line shim that calls ``main``.
+"""The pipeline's step bodies, one function per rule (``sgemm_lab.entry.main`` calls them).
 
-Every step turns expected failures (LabError) into one line on stderr naming the step, the kernel
-and the log file, and keeps the detail (tracebacks, compiler output) in the log.
+A step writes its results and returns None when all is well, or a ``StepStatus`` saying what is wrong
+with what it measured (a check that failed, points that did not verify, a tool that is unavailable).
+Errors it cannot get past are raised (LabError); ``entry`` turns them into one line and a status.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 import time
-import traceback
 import zlib
-from contextlib import nullcontext
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -22,6 +19,9 @@ from . import io
 from .config import BASELINES, KernelSpec, LabConfig, Shape, from_dict
 from .errors import CompileError, LabError
 from .geometry import unsupported_reason
+from .gpulock import gpu_lock, lock_mode, lock_path
+from .logs import setup as setup_logging
+from .outcome import FAILED, UNAVAILABLE, NotRun, StepStatus, first_line
 
 log = logging.getLogger("sgemm_lab")
 
@@ -38,13 +38,17 @@ def base_seed(cfg: LabConfig) -> int:
 
 
 def load_spec(cfg: LabConfig, impl: str, record: Path | None) -> KernelSpec | None:
-    """The concrete spec of ``impl`` (None for a library baseline), autotuned stages resolved from their build record."""
+    """The concrete spec of ``impl`` (None for a library baseline), autotuned stages resolved from their
+    build record. Raises NotRun when that record says the build failed."""
     from .autotune import resolve
 
     if impl in BASELINES:
         return None
     spec = cfg.kernel(impl)
-    return resolve(cfg, spec, io.read_json(record)) if spec.autotuned else spec
+    rec = io.read_json(record) if record is not None else None
+    if rec is not None and rec.get("status", "ok") != "ok":
+        raise NotRun(f"build failed: {rec.get('message', '')}".rstrip(": "))
+    return resolve(cfg, spec, rec) if spec.autotuned else spec
 
 
 def _runner(cfg: LabConfig, impl: str, binary: Path | None, record: Path | None):
@@ -122,8 +126,8 @@ def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, reco
                                f"(spills or stack); config allows {spec.max_local_bytes}")
         log.info("%s: %d registers, %d B static shared memory, %d B local memory per thread, compiled in %.2f s",
                  kernel, rec["registers"], rec["shared_static_bytes"], rec["local_bytes"], dt)
-    rec.update(source=f"kernels/{spec.source}", source_sha256=source_hash(spec), params=dict(spec.params),
-               backend=spec.backend)
+    rec.update(status="ok", source=f"kernels/{spec.source}", source_sha256=source_hash(spec),
+               params=dict(spec.params), backend=spec.backend)
     rec.update(extra)
     rec.setdefault("tuned_from", None)
     io.write_bytes(binary_out, binary)
@@ -135,7 +139,7 @@ def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | 
     from .runners import TimingSettings
 
     cfg = from_dict(raw_config)
-    _setup_logging(None)
+    setup_logging(None)
     runner = _runner(cfg, impl, Path(binary) if binary else None, Path(record) if record else None)
     b = cfg.bench
     timing = TimingSettings(warmup_ms=b.warmup_ms, target_ms=b.target_ms, min_reps=b.min_reps, max_reps=b.max_reps,
@@ -186,14 +190,43 @@ def _isolated_points(cfg: LabConfig, impl: str, kind: str, shapes, seed_of, *, b
     return rows
 
 
+def point_problems(rows: list[dict], good: tuple[str, ...], what: str = "points") -> StepStatus | None:
+    """A failed status naming the first bad point, when any row's status is not in ``good``."""
+    bad = [r for r in rows if r.get("status") not in good]
+    if not bad:
+        return None
+    r = bad[0]
+    where = r["params"] if "params" in r else f"{r['m']}x{r['n']}x{r['k']}"
+    mode = f" ({r['mode']})" if r.get("mode") not in (None, "-") else ""
+    more = f" (+{len(bad) - 1} more of {len(rows)} {what})" if len(bad) > 1 else ""
+    label = "NOT VERIFIED" if r["status"] == "failed" else str(r["status"]).upper()
+    return StepStatus(status=FAILED, message=f"{label} at {where}{mode}: {first_line(r.get('reason', ''), 160)}{more}")
+
+
 def check(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path,
-          raw_config: dict | None = None) -> None:
+          raw_config: dict | None = None, sanitize_out: Path | None = None) -> StepStatus | None:
+    """Verify ``impl`` at the check shapes against float64 (a supervised child process) and, for a CUDA
+    stage, run compute-sanitizer's four tools on it at the same time (``sanitize_out``; an empty table
+    for other implementations or with ``sanitize: false``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    spec = load_spec(cfg, impl, record)  # NotRun before any process starts if the build failed
     base = base_seed(cfg)
-    rows = _isolated_points(cfg, impl, "check", cfg.check.shapes, lambda s: point_seed(base, impl, s, "check"),
-                            binary=binary, record=record, raw_config=raw_config)
-    ran = [r for r in rows if r["status"] != "skipped"]
-    status = "pass" if ran and all(r["status"] == "pass" for r in ran) else ("skipped" if not ran else "fail")
-    io.write_json(out, {"kernel": impl, "status": status, "base_seed": base, "points": rows})
+    with ThreadPoolExecutor(1) as pool:
+        sanitizers = None
+        if sanitize_out is not None and cfg.sanitize and spec is not None and spec.backend == "cuda":
+            sanitizers = pool.submit(sanitize, cfg, impl, spec=spec, binary=binary, record=record,
+                                     raw_config=raw_config, out=sanitize_out)
+        elif sanitize_out is not None:
+            io.write_csv(sanitize_out, [], columns=SANITIZE_COLUMNS)
+        rows = _isolated_points(cfg, impl, "check", cfg.check.shapes, lambda s: point_seed(base, impl, s, "check"),
+                                binary=binary, record=record, raw_config=raw_config)
+        ran = [r for r in rows if r["status"] != "skipped"]
+        status = "pass" if ran and all(r["status"] == "pass" for r in ran) else ("skipped" if not ran else "fail")
+        io.write_json(out, {"kernel": impl, "status": status, "base_seed": base, "points": rows})
+        verdict = point_problems(rows, ("pass", "skipped"), "runs")
+        sanitized = sanitizers.result() if sanitizers is not None else None
+    return verdict or sanitized
 
 
 BENCH_COLUMNS = ["kernel", "m", "n", "k", "status", "reason", "verified", "rel_err", "max_abs_err", "tolerance",
@@ -203,11 +236,13 @@ BENCH_COLUMNS = ["kernel", "m", "n", "k", "status", "reason", "verified", "rel_e
 
 
 def bench(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path,
-          raw_config: dict | None = None) -> None:
+          raw_config: dict | None = None) -> StepStatus | None:
+    load_spec(cfg, impl, record)
     base = base_seed(cfg)
     rows = _isolated_points(cfg, impl, "bench", cfg.bench.shapes, lambda s: point_seed(base, impl, s, "bench"),
                             binary=binary, record=record, raw_config=raw_config)
     io.write_csv(out, pd.DataFrame(rows).reindex(columns=BENCH_COLUMNS))
+    return point_problems(rows, ("ok", "skipped"), "shapes")
 
 
 def sweep_worker(raw_config: dict, kernel: str, seed: int):
@@ -218,7 +253,7 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
     from .runners import GpuRunner, TimingSettings
 
     cfg = from_dict(raw_config)
-    _setup_logging(None)
+    setup_logging(None)
     spec = cfg.kernel(kernel)
     s = cfg.sweep
     timing = TimingSettings(warmup_ms=s.warmup_ms, target_ms=s.target_ms, min_reps=s.min_reps, max_reps=s.max_reps)
@@ -245,7 +280,8 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
     return work
 
 
-def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path, raw_config: dict | None = None) -> None:
+def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
+          raw_config: dict | None = None) -> StepStatus | None:
     """Tile sweep of one stage on ``cfg.sweep.shape``: filter against the device limits recorded by the
     environment step and compile in parallel (no GPU needed), then, with the GPU to itself, verify and
     time each point in a supervised child process (a hang or CUDA error is that point's row)."""
@@ -302,9 +338,10 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path, raw_config:
                      len(runnable), head["params"], r["tflops"], r["registers"], r["local_bytes"],
                      "" if r["verified"] else " NOT VERIFIED")
     io.write_csv(out, pd.DataFrame(rows))
+    return point_problems(rows, ("ok", "filtered"), "sweep points")
 
 
-def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> None:
+def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> StepStatus | None:
     """Fused-epilogue comparison of one stage with cuBLASLt and cuBLAS + a separate kernel."""
     from . import epilogue as ep
     from . import gpu
@@ -330,10 +367,16 @@ def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> None:
         r.update(source_sha256=digest if own else libs.get(r["implementation"]),
                  compile_options=" ".join(compile_options(variants[r["act"]])) if own else "", **machine(env))
     io.write_csv(out, pd.DataFrame(rows))
+    bad = [r for r in rows if not r["verified"]]
+    if bad:
+        r = bad[0]
+        return StepStatus(status=FAILED, message=f"NOT VERIFIED: {r['implementation']} {r['act']} at "
+                                                 f"{r['m']}x{r['n']}x{r['k']}: {first_line(r.get('reason', ''), 160)}")
+    return None
 
 
 def profile(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, raw_config: dict,
-            out: Path) -> None:
+            out: Path) -> StepStatus | None:
     """ncu metrics of one implementation; 'unavailable: <reason>' rows instead of a failure."""
     from .profile import run_profile, target_args
 
@@ -345,7 +388,7 @@ def profile(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | No
             raise LabError("unavailable: no profile shape is supported by this stage")
         df = run_profile(impl=impl, entry=None if spec is None else spec.entry, shapes=shapes, report=rep, log=log,
                          target_args=target_args(config=raw_config, impl=impl, binary=binary, record=record,
-                                                 shapes=shapes, gpu_lock=GPU_LOCK_PATH.resolve()))
+                                                 shapes=shapes, gpu_lock=lock_path().resolve()))
         df.insert(4, "status", "ok")
         log.info("[profile %s] %d metrics for %s; report %s", impl, len(df), ", ".join(map(str, shapes)), rep)
     except LabError as exc:
@@ -354,26 +397,41 @@ def profile(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | No
         log.warning("[profile %s] %s", impl, exc)
         df = pd.DataFrame([dict(kernel=impl, m=s.m, n=s.n, k=s.k, status=str(exc), metric=None, value=None, unit=None)
                            for s in (shapes or cfg.profile.shapes)])
+        io.write_csv(out, df)
+        return StepStatus(status=UNAVAILABLE, message=str(exc).removeprefix("unavailable: "))
     io.write_csv(out, df)
+    return None
 
 
-def sanitize(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, raw_config: dict,
-             out: Path) -> None:
+SANITIZE_COLUMNS = ["kernel", "tool", "status", "summary", "log", "m", "n", "k"]
+
+
+def sanitize(cfg: LabConfig, impl: str, *, spec: KernelSpec, binary: Path | None, record: Path | None,
+             raw_config: dict, out: Path) -> StepStatus | None:
+    """compute-sanitizer's tools on one CUDA stage at a small shape it supports (part of the check step)."""
     from .profile import target_args
     from .sanitize import run_tools, sanitize_shape
 
-    spec = load_spec(cfg, impl, record)
     shape = sanitize_shape(spec)
-    rows = run_tools(target_args=target_args(config=raw_config, impl=impl, binary=binary, record=record,
-                                             shapes=[shape]),
-                     log_dir=Path(out).parent / "logs", kernel=impl)
+    with gpu_lock(exclusive=False):
+        rows = run_tools(target_args=target_args(config=raw_config, impl=impl, binary=binary, record=record,
+                                                 shapes=[shape]),
+                         log_dir=Path(out).parent / "logs", kernel=impl)
     for r in rows:
         r.update(m=shape.m, n=shape.n, k=shape.k)
         log.info("[sanitize %s] %s at %s: %s %s", impl, r["tool"], shape, r["status"], r.get("summary", ""))
-    io.write_csv(out, pd.DataFrame(rows))
+    io.write_csv(out, rows, columns=SANITIZE_COLUMNS)
+    bad = [r for r in rows if r["status"] != "clean"]
+    if bad and all(r["status"].startswith("unavailable") for r in bad):
+        return StepStatus(status=UNAVAILABLE, message="compute-sanitizer " + bad[0]["status"])
+    if bad:
+        r = next(r for r in bad if not r["status"].startswith("unavailable"))
+        return StepStatus(status=FAILED, message=f"{r['tool']} at {shape}: {r['status']} "
+                                                 f"({r.get('summary') or 'see ' + str(r.get('log'))})")
+    return None
 
 
-def failure_tests(cfg: LabConfig, *, env_json: Path, out: Path) -> None:
+def failure_tests(cfg: LabConfig, *, env_json: Path, out: Path) -> StepStatus | None:
     """Run the GPU failure tests (they take the GPU lock themselves) and record one row per case."""
     from . import failures
 
@@ -383,6 +441,14 @@ def failure_tests(cfg: LabConfig, *, env_json: Path, out: Path) -> None:
         r.update(machine(env))
         log.info("[failure tests] %s: %s%s", r["case"], r["outcome"], f" ({r['message']})" if r["message"] else "")
     io.write_csv(out, pd.DataFrame(rows))
+    bad = [r for r in rows if r["outcome"] not in ("passed", "skipped")]
+    if bad and all(r["outcome"] == "unavailable" for r in bad):
+        return StepStatus(status=UNAVAILABLE, message=bad[0]["message"])
+    if bad:
+        r = bad[0]
+        more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+        return StepStatus(status=FAILED, message=f"{r['outcome']}: {r['case']}: {first_line(r['message'], 160)}{more}")
+    return None
 
 
 def ceilings(cfg: LabConfig, *, out: Path) -> None:
@@ -436,181 +502,68 @@ def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_c
                  pd.DataFrame(columns=["kernel", "tool", "status", "summary", "log", "m", "n", "k"]), builds, env))
 
 
-def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path, outs) -> None:
+def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path | None, outs,
+         sweeps: list[Path] = (), heatmaps: list[Path] = ()) -> StepStatus | None:
+    """Every figure of the report; a figure that cannot be drawn becomes a picture saying why (and the
+    step's status says which), so that one bad table never costs the others."""
     from . import plots
     from .report import headline_shape
 
     bench_df, ncu = pd.read_csv(bench_csv), pd.read_csv(ncu_csv)
+    ceil = io.read_json(ceilings_json) if ceilings_json else {}
     order = list(cfg.implementations)
-    shape = headline_shape(cfg, bench_df[bench_df.status == "ok"]) or (cfg.sweep.shape.m, cfg.sweep.shape.n, cfg.sweep.shape.k)
-    plots.tflops_vs_size(bench_df, outs.size, order=order)
-    plots.ladder_bars(bench_df, outs.ladder, order=order, shape=shape)
-    plots.roofline(bench_df, ncu, io.read_json(ceilings_json), outs.roofline, order=order, shape=shape)
-    plots.stall_bars(ncu, outs.stalls, order=order, shape=shape)
-    plots.memory_occupancy(ncu, outs.memory, order=order, shape=shape)
+    ok = bench_df[bench_df.status == "ok"] if "status" in bench_df else bench_df
+    shape = headline_shape(cfg, ok) or (cfg.sweep.shape.m, cfg.sweep.shape.n, cfg.sweep.shape.k)
+    figures = {
+        outs.size: lambda out: plots.tflops_vs_size(bench_df, out, order=order),
+        outs.ladder: lambda out: plots.ladder_bars(bench_df, out, order=order, shape=shape),
+        outs.roofline: lambda out: plots.roofline(bench_df, ncu, ceil, out, order=order, shape=shape),
+        outs.stalls: lambda out: plots.stall_bars(ncu, out, order=order, shape=shape),
+        outs.memory: lambda out: plots.memory_occupancy(ncu, out, order=order, shape=shape),
+    }
+    for csv, png in zip(sweeps, heatmaps):  # the same order: the workflow lists both by swept stage
+        spec = cfg.kernel(Path(csv).stem)
+        figures[png] = lambda out, csv=csv, spec=spec: plots.sweep_heatmap(
+            pd.read_csv(csv), out, kernel=spec.id, axes=spec.sweep_axes, title=f"{spec.id}: {spec.title}")
+    broken = []
+    for out, draw in figures.items():
+        try:
+            draw(out)
+        except Exception as exc:  # noqa: BLE001 - drawn as a placeholder and reported
+            import traceback
 
-
-def heatmap(cfg: LabConfig, kernel: str, *, sweep_csv: Path, out: Path) -> None:
-    from .plots import sweep_heatmap
-
-    spec = cfg.kernel(kernel)
-    sweep_heatmap(pd.read_csv(sweep_csv), out, kernel=kernel, axes=spec.sweep_axes, title=f"{kernel}: {spec.title}")
+            log.debug("%s", traceback.format_exc())
+            log.warning("figure %s: %s: %s", Path(out).name, type(exc).__name__, first_line(exc))
+            plots.placeholder(out, f"{Path(out).stem}: no figure ({type(exc).__name__}: {first_line(exc, 120)})")
+            broken.append(f"{Path(out).name}: {type(exc).__name__}: {first_line(exc, 120)}")
+    if broken:
+        return StepStatus(status=FAILED, message=f"{len(broken)} of {len(figures)} figures not drawn ({broken[0]})")
+    return None
 
 
 def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path, env_json: Path, figures: list[Path],
-           sweeps: list[Path], epilogues: list[Path], ncu_csv: Path, ceilings_json: Path, sanitize_csv: Path,
-           start_json: Path | None, out: Path, failures_csv: Path | None = None) -> None:
+           sweeps: list[Path], epilogues: list[Path], ncu_csv: Path, ceilings_json: Path | None, sanitize_csv: Path,
+           start_json: Path | None, out: Path, failures_csv: Path | None = None, statuses: list[Path] = (),
+           steps_out: Path | None = None) -> None:
+    """The markdown report, and ``steps.csv``: what became of every step (status, message, log, seconds)."""
+    from dataclasses import asdict
+
+    from . import outcome
     from .report import render
 
     start = io.read_json(start_json) if start_json and Path(start_json).exists() else {}
     started = start.get("started_unix")
     base = Path(out).parent
-    text = render(cfg, command=start.get("command"), bench=pd.read_csv(bench_csv), checks=pd.read_csv(check_csv), builds=pd.read_csv(build_csv),
-                  env=io.read_json(env_json), figures={Path(f).stem: Path(f).relative_to(base) for f in figures},
+    records = outcome.read_all(statuses)
+    ceil = io.read_json(ceilings_json) if ceilings_json else None
+    text = render(cfg, command=start.get("command"), bench=pd.read_csv(bench_csv), checks=pd.read_csv(check_csv),
+                  builds=pd.read_csv(build_csv), env=io.read_json(env_json),
+                  figures={Path(f).stem: Path(f).relative_to(base) for f in figures},
                   sweeps={Path(p).stem: pd.read_csv(p) for p in sweeps},
                   epilogues={Path(p).stem: pd.read_csv(p) for p in epilogues},
-                  ncu=pd.read_csv(ncu_csv), ceilings=io.read_json(ceilings_json), sanitize=pd.read_csv(sanitize_csv),
-                  failures=pd.read_csv(failures_csv) if failures_csv else None,
-                  wall_s=(time.time() - started) if started else None)
+                  ncu=pd.read_csv(ncu_csv), ceilings=ceil if ceil and "fp32_tflops" in ceil else None,
+                  sanitize=pd.read_csv(sanitize_csv), failures=pd.read_csv(failures_csv) if failures_csv else None,
+                  outcomes=records, wall_s=(time.time() - started) if started else None)
+    if steps_out is not None:
+        io.write_csv(steps_out, pd.DataFrame([asdict(r) for r in records], columns=outcome.COLUMNS))
     io.write_text(out, text)
-
-
-# ----------------------------------------------------------------------------------- dispatch
-def _setup_logging(log_path: Path | None) -> None:
-    log.setLevel(logging.INFO)
-    for h in list(log.handlers):
-        h.close()
-        log.removeHandler(h)
-    err = logging.StreamHandler(sys.stderr)
-    err.setFormatter(logging.Formatter("%(message)s"))
-    log.addHandler(err)
-    if log_path is not None:
-        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        fh = logging.FileHandler(log_path, mode="w")
-        fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        log.addHandler(fh)
-
-
-def _from_snakemake(step: str, smk) -> Callable[[LabConfig], None]:
-    i, o, w = smk.input, smk.output, smk.wildcards
-    impl = getattr(w, "kernel", None)
-    binary = Path(i.binary) if getattr(i, "binary", None) else None
-    record = Path(i.record) if getattr(i, "record", None) else None
-    table: dict[str, Callable[[LabConfig], None]] = {
-        "environment": lambda c: environment(c, out=Path(o[0])),
-        "build": lambda c: build(c, impl, env_json=Path(i.env), binary_out=Path(o.binary), record_out=Path(o.record),
-                                 sweeps=[Path(p) for p in getattr(i, "sweeps", [])]),
-        "check": lambda c: check(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config)),
-        "bench": lambda c: bench(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config)),
-        "sweep": lambda c: sweep(c, impl, env_json=Path(i.env), out=Path(o[0]), raw_config=dict(smk.config)),
-        "epilogue": lambda c: epilogue(c, impl, env_json=Path(i.env), out=Path(o[0])),
-        "profile": lambda c: profile(c, impl, binary=binary, record=record, raw_config=dict(smk.config),
-                                     out=Path(o[0])),
-        "ceilings": lambda c: ceilings(c, out=Path(o[0])),
-        "failure_tests": lambda c: failure_tests(c, env_json=Path(i.env), out=Path(o[0])),
-        "sanitize": lambda c: sanitize(c, impl, binary=binary, record=record, raw_config=dict(smk.config),
-                                       out=Path(o[0])),
-        "aggregate": lambda c: aggregate(c, bench_csvs=list(i.bench), check_jsons=list(i.check),
-                                         build_jsons=list(i.build), profile_csvs=list(getattr(i, "profiles", [])),
-                                         sanitize_csvs=list(getattr(i, "sanitize", [])), sanitize_out=Path(o.sanitize),
-                                         env_json=Path(i.env), bench_out=Path(o.bench), check_out=Path(o.check),
-                                         build_out=Path(o.build), env_out=Path(o.env), ncu_out=Path(o.ncu)),
-        "plot": lambda c: plot(c, bench_csv=Path(i.bench), ncu_csv=Path(i.ncu), ceilings_json=Path(i.ceilings), outs=o),
-        "heatmap": lambda c: heatmap(c, impl, sweep_csv=Path(i[0]), out=Path(o[0])),
-        "report": lambda c: report(c, bench_csv=Path(i.bench), check_csv=Path(i.check), build_csv=Path(i.build),
-                                   env_json=Path(i.env), figures=[Path(f) for f in i.figures],
-                                   sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
-                                   epilogues=[Path(p) for p in getattr(i, "epilogues", [])],
-                                   ncu_csv=Path(i.ncu), ceilings_json=Path(i.ceilings), sanitize_csv=Path(i.sanitize),
-                                   failures_csv=next(iter(getattr(i, "failure_tests", [])), None),
-                                   start_json=Path(smk.params.start), out=Path(o[0])),
-    }
-    return table[step]
-
-
-# How each step uses the GPU. "exclusive": it times something, so nothing else may run on the GPU
-# meanwhile. "shared": it only needs correct results (checks, sanitizers, device queries), so several
-# such steps may run at once, but never next to a timing step. The steps in SELF_LOCKING take the
-# lock themselves, after their part that needs no GPU (compiling, process start, imports).
-GPU_LOCK = {"environment": "shared", "build": "shared", "check": "shared", "sanitize": "shared",
-            "bench": "exclusive", "sweep": "exclusive", "epilogue": "exclusive", "profile": "exclusive",
-            "ceilings": "exclusive"}
-SELF_LOCKING = {"build", "sweep", "check", "bench", "epilogue", "profile"}
-GPU_LOCK_PATH = Path("results/.gpu.lock")  # relative to the working directory, where results/ is
-
-
-class gpu_lock:
-    """GPU arbitration across processes: an flock on ``results/.gpu.lock``, exclusive for steps that
-    time, shared for steps that only check.
-
-    Snakemake may start as many jobs as it has cores; GPU jobs then do their CPU-side work (process
-    start, imports, compiling) in parallel and queue here for the GPU. However the pipeline is
-    started, no timing ever overlaps other GPU work.
-    """
-
-    def __init__(self, exclusive: bool = True, path: Path | None = None):
-        self.path = Path(path) if path is not None else GPU_LOCK_PATH
-        self.exclusive = exclusive
-        self.fh = None
-
-    @classmethod
-    def for_mode(cls, mode: str | None) -> "gpu_lock | None":
-        """The lock for a ``lock_mode`` result (None: the step does not use the GPU)."""
-        return None if mode is None else cls(exclusive=mode == "exclusive")
-
-    def __enter__(self):
-        import fcntl
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fh = open(self.path, "a")
-        t0 = time.perf_counter()
-        fcntl.flock(self.fh, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
-        waited = time.perf_counter() - t0
-        if waited > 1:
-            log.info("waited %.1f s for the GPU (%s)", waited, "exclusive" if self.exclusive else "shared")
-        return self
-
-    def __exit__(self, *exc):
-        import fcntl
-
-        fcntl.flock(self.fh, fcntl.LOCK_UN)
-        self.fh.close()
-        return False
-
-
-def lock_mode(step: str, cfg: LabConfig, impl: str | None) -> str | None:
-    """'exclusive', 'shared' or None (no GPU: host stages, the NumPy baseline, plots, report)."""
-    if impl == "numpy":
-        return None
-    if impl and impl not in BASELINES and step in ("build", "check", "bench"):
-        spec = cfg.kernel(impl)
-        if spec.backend == "host" and not spec.autotuned:
-            return None
-    return GPU_LOCK.get(step)
-
-
-def main(step: str, smk) -> None:
-    """Entry point for ``workflow/scripts/<step>.py``: run the step, one clear line on failure."""
-    log_path = Path(smk.log[0]) if smk.log else None
-    _setup_logging(log_path)
-    what = step + (f" {smk.wildcards.kernel}" if hasattr(smk.wildcards, "kernel") else "")
-    where = f" (log: {log_path})" if log_path else ""
-    try:
-        cfg = from_dict(smk.config)
-        impl = getattr(smk.wildcards, "kernel", None)
-        with gpu_lock.for_mode(None if step in SELF_LOCKING else lock_mode(step, cfg, impl)) or nullcontext():
-            _from_snakemake(step, smk)(cfg)
-    except LabError as exc:
-        if len(exc.args) > 1:
-            log.debug("%s", exc.args[1])
-            if log_path:
-                with open(log_path, "a") as fh:
-                    fh.write(str(exc.args[1]) + "\n")
-        log.error("sgemm-lab %s: %s%s", what, exc, where)
-        sys.exit(1)
-    except Exception as exc:  # unexpected: keep the traceback in the log, one line on the console
-        if log_path:
-            with open(log_path, "a") as fh:
-                fh.write(traceback.format_exc())
-        print(f"sgemm-lab {what}: unexpected {type(exc).__name__}: {exc}{where}", file=sys.stderr)
-        sys.exit(1)

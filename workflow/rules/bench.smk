@@ -4,6 +4,7 @@ rule bench:
         unpack(impl_inputs),
     output:
         f"{RESULTS}/bench/{{kernel}}.csv",
+        status=f"{RESULTS}/status/bench/{{kernel}}.json",
     log:
         f"{RESULTS}/logs/bench/{{kernel}}.log",
     threads: host_timing_threads

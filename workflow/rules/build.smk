@@ -6,6 +6,7 @@ rule build:
     output:
         binary=f"{RESULTS}/build/{{kernel}}.bin",
         record=f"{RESULTS}/build/{{kernel}}.json",
+        status=f"{RESULTS}/status/build/{{kernel}}.json",
     log:
         f"{RESULTS}/logs/build/{{kernel}}.log",
     params:

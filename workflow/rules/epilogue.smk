@@ -5,6 +5,7 @@ rule epilogue:
         source=lambda wc: str(LAB.kernel(wc.kernel).source_path),
     output:
         f"{REPORTS}/epilogue/{{kernel}}.csv",
+        status=f"{RESULTS}/status/epilogue/{{kernel}}.json",
     log:
         f"{RESULTS}/logs/epilogue/{{kernel}}.log",
     resources:

@@ -5,6 +5,7 @@ rule failure_tests:
         env=ENV_JSON,
     output:
         f"{REPORTS}/failure_tests.csv",
+        status=f"{RESULTS}/status/failure_tests.json",
     log:
         f"{RESULTS}/logs/failure_tests.log",
     resources:

@@ -5,6 +5,7 @@ rule profile:
         unpack(impl_inputs),
     output:
         f"{RESULTS}/profile/{{kernel}}.csv",
+        status=f"{RESULTS}/status/profile/{{kernel}}.json",
     log:
         f"{RESULTS}/logs/profile/{{kernel}}.log",
     resources:
@@ -21,6 +22,7 @@ rule ceilings:
         env=ENV_JSON,
     output:
         f"{REPORTS}/ceilings.json",
+        status=f"{RESULTS}/status/ceilings.json",
     log:
         f"{RESULTS}/logs/ceilings.log",
     resources:

@@ -24,12 +24,13 @@ rule aggregate:
 
 rule plot:
     """Figures: TFLOP/s vs size, the ladder at the headline shape, roofline, warp stalls, bank conflicts
-    and occupancy (the last three from Nsight Compute)."""
+    and occupancy (the last three from Nsight Compute), and a heatmap of every tile sweep; one job, so
+    that matplotlib starts once."""
     input:
         bench=f"{REPORTS}/bench.csv",
         ncu=f"{REPORTS}/ncu_metrics.csv",
-        sanitize=f"{REPORTS}/sanitize.csv",
-        ceilings=f"{REPORTS}/ceilings.json",
+        ceilings=ceilings_input(),
+        sweeps=all_sweeps(),
     output:
         size=report(f"{REPORTS}/figures/tflops_vs_size.png", caption="../report/tflops_vs_size.rst",
                     category="Ladder"),
@@ -37,6 +38,12 @@ rule plot:
         roofline=report(f"{REPORTS}/figures/roofline.png", caption="../report/roofline.rst", category="Profile"),
         stalls=report(f"{REPORTS}/figures/stalls.png", caption="../report/stalls.rst", category="Profile"),
         memory=report(f"{REPORTS}/figures/memory.png", caption="../report/memory.rst", category="Profile"),
+        heatmaps=[
+            report(f"{REPORTS}/figures/sweep_{k}.png", caption="../report/sweep.rst", category="Tile sweeps",
+                   subcategory=k)
+            for k in swept_ids()
+        ],
+        status=f"{RESULTS}/status/plot.json",
     log:
         f"{RESULTS}/logs/plot.log",
     conda:
@@ -56,12 +63,13 @@ rule report:
         epilogues=all_epilogues(),
         ncu=f"{REPORTS}/ncu_metrics.csv",
         sanitize=f"{REPORTS}/sanitize.csv",
-        ceilings=f"{REPORTS}/ceilings.json",
-        figures=rules.plot.output,
-        heatmaps=all_heatmaps(),
+        ceilings=ceilings_input(),
+        figures=[f for f in rules.plot.output if f.endswith(".png")],
         failure_tests=failure_tests(),
+        statuses=all_statuses(),
     output:
         report(f"{REPORTS}/report.md", caption="../report/report.rst", category="Report"),
+        steps=f"{REPORTS}/steps.csv",
     log:
         f"{RESULTS}/logs/report.log",
     params:

@@ -5,6 +5,7 @@ rule sweep:
         source=lambda wc: str(LAB.kernel(wc.kernel).source_path),
     output:
         f"{REPORTS}/sweeps/{{kernel}}.csv",
+        status=f"{RESULTS}/status/sweep/{{kernel}}.json",
     log:
         f"{RESULTS}/logs/sweep/{{kernel}}.log",
     params:
@@ -17,21 +18,3 @@ rule sweep:
     script:
         "../scripts/sweep.py"
 
-
-rule heatmap:
-    """Tile-sweep heatmap of one stage (best TFLOP/s over the parameters not on the axes)."""
-    input:
-        f"{REPORTS}/sweeps/{{kernel}}.csv",
-    output:
-        report(
-            f"{REPORTS}/figures/sweep_{{kernel}}.png",
-            caption="../report/sweep.rst",
-            category="Tile sweeps",
-            subcategory="{kernel}",
-        ),
-    log:
-        f"{RESULTS}/logs/heatmap/{{kernel}}.log",
-    conda:
-        "../../env/conda.yaml"
-    script:
-        "../scripts/heatmap.py"

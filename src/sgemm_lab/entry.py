@@ -1,0 +1,178 @@
+"""The entry point of every workflow script (``main``): Snakemake's job -> one step -> a status record.
+
+A step that fails for one stage (a compile error, a crashed job, a check that fails) never stops the
+pipeline: its outputs are written empty but valid, its status record says what failed and where the
+log is, one line names the step, the stage and the log on the console, and the job ends successfully,
+so that every other stage is still measured and the report is written. The run's exit status is
+decided at the end from the status records (``sgemm_lab.outcome.verdict``).
+
+Steps without which there is nothing to report (environment: no GPU; aggregate and report: the
+report itself) still end the run with one line and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Callable
+
+from . import io, logs, outcome, steps
+from .config import LabConfig, from_dict
+from .errors import LabError
+from .gpulock import SELF_LOCKING, gpu_lock, lock_mode
+from .outcome import FAILED, NOT_RUN, OK, StepRecord, StepStatus, first_line
+
+log = logs.log
+
+# Steps whose failure is one stage's (or one figure's) problem: recorded, and the run goes on.
+TOLERANT = {"build", "check", "bench", "sweep", "epilogue", "profile", "ceilings",
+            "failure_tests", "plot"}
+
+
+def _optional(item) -> Path | None:
+    """An input that is one file or none (Snakemake gives a named input of a one-item list as a list)."""
+    if item is None or isinstance(item, (str, Path)):
+        return Path(item) if item else None
+    return next((Path(p) for p in item), None)
+
+
+def _from_snakemake(step: str, smk) -> Callable[[LabConfig], StepStatus | None]:
+    i, o, w = smk.input, smk.output, smk.wildcards
+    impl = getattr(w, "kernel", None)
+    binary = Path(i.binary) if getattr(i, "binary", None) else None
+    record = Path(i.record) if getattr(i, "record", None) else None
+    ceilings = _optional(getattr(i, "ceilings", None))  # none when nothing runs on a GPU
+    s = steps
+    table: dict[str, Callable[[LabConfig], StepStatus | None]] = {
+        "environment": lambda c: s.environment(c, out=Path(o[0])),
+        "build": lambda c: s.build(c, impl, env_json=Path(i.env), binary_out=Path(o.binary),
+                                   record_out=Path(o.record), sweeps=[Path(p) for p in getattr(i, "sweeps", [])]),
+        "check": lambda c: s.check(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config),
+                                   sanitize_out=Path(o.sanitize) if getattr(o, "sanitize", None) else None),
+        "bench": lambda c: s.bench(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config)),
+        "sweep": lambda c: s.sweep(c, impl, env_json=Path(i.env), out=Path(o[0]), raw_config=dict(smk.config)),
+        "epilogue": lambda c: s.epilogue(c, impl, env_json=Path(i.env), out=Path(o[0])),
+        "profile": lambda c: s.profile(c, impl, binary=binary, record=record, raw_config=dict(smk.config),
+                                       out=Path(o[0])),
+        "ceilings": lambda c: s.ceilings(c, out=Path(o[0])),
+        "failure_tests": lambda c: s.failure_tests(c, env_json=Path(i.env), out=Path(o[0])),
+        "aggregate": lambda c: s.aggregate(c, bench_csvs=list(i.bench), check_jsons=list(i.check),
+                                           build_jsons=list(i.build), profile_csvs=list(getattr(i, "profiles", [])),
+                                           sanitize_csvs=list(getattr(i, "sanitize", [])),
+                                           sanitize_out=Path(o.sanitize), env_json=Path(i.env),
+                                           bench_out=Path(o.bench), check_out=Path(o.check), build_out=Path(o.build),
+                                           env_out=Path(o.env), ncu_out=Path(o.ncu)),
+        "plot": lambda c: s.plot(c, bench_csv=Path(i.bench), ncu_csv=Path(i.ncu), ceilings_json=ceilings, outs=o,
+                                 sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
+                                 heatmaps=[Path(p) for p in getattr(o, "heatmaps", [])]),
+        "report": lambda c: s.report(c, bench_csv=Path(i.bench), check_csv=Path(i.check), build_csv=Path(i.build),
+                                     env_json=Path(i.env), figures=[Path(f) for f in i.figures],
+                                     sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
+                                     epilogues=[Path(p) for p in getattr(i, "epilogues", [])],
+                                     ncu_csv=Path(i.ncu), ceilings_json=ceilings, sanitize_csv=Path(i.sanitize),
+                                     failures_csv=_optional(getattr(i, "failure_tests", None)),
+                                     statuses=[Path(p) for p in getattr(i, "statuses", [])],
+                                     start_json=Path(smk.params.start), out=Path(o[0]),
+                                     steps_out=Path(o.steps) if hasattr(o, "steps") else None),
+    }
+    return table[step]
+
+
+# ------------------------------------------------------------------ outputs of a step that failed
+def _empty_csv(columns: list[str]) -> Callable:
+    def write(smk, rec: StepRecord) -> None:
+        io.write_csv(Path(smk.output[0]), [], columns=columns)
+
+    return write
+
+
+def _build(smk, rec: StepRecord) -> None:
+    io.write_bytes(Path(smk.output.binary), b"")
+    io.write_json(Path(smk.output.record), dict(kernel=rec.kernel, status=rec.status, message=rec.message,
+                                                log=rec.log, tuned_from=None, params={}))
+
+
+def _check(smk, rec: StepRecord) -> None:
+    io.write_json(Path(smk.output[0]), dict(kernel=rec.kernel, status=rec.status, message=rec.message, points=[]))
+    if getattr(smk.output, "sanitize", None):
+        io.write_csv(Path(smk.output.sanitize), [], columns=steps.SANITIZE_COLUMNS)
+
+
+def _ceilings(smk, rec: StepRecord) -> None:
+    io.write_json(Path(smk.output[0]), dict(status=rec.status, message=rec.message))
+
+
+def _figures(smk, rec: StepRecord) -> None:
+    from .plots import placeholder
+
+    outs = list(smk.output) if isinstance(smk.output, list) else list(vars(smk.output).values())
+    for out in outs:
+        if str(out).endswith(".png"):
+            placeholder(Path(out), f"{rec.what}: {rec.status} ({first_line(rec.message, 100)})")
+
+
+# What a failed step leaves in place of its results: valid, empty, and never mistaken for a result.
+EMPTY_OUTPUTS: dict[str, Callable] = {
+    "build": _build,
+    "check": _check,
+    "bench": _empty_csv(steps.BENCH_COLUMNS),
+    "sweep": _empty_csv(["kernel", "m", "n", "k", "params", "status", "reason"]),
+    "epilogue": _empty_csv(["m", "n", "k", "act", "implementation", "padded", "verified", "tflops", "median_ms",
+                            "reason"]),
+    "profile": _empty_csv(["kernel", "m", "n", "k", "status", "metric", "value", "unit"]),
+    "failure_tests": _empty_csv(["case", "test", "outcome", "message", "seconds"]),
+    "ceilings": _ceilings,
+    "plot": _figures,
+}
+
+
+# --------------------------------------------------------------------------------------- main
+def main(step: str, smk) -> None:
+    """Entry point for ``workflow/scripts/<step>.py``: run the step, record its status, one clear line
+    on failure (the detail stays in the log)."""
+    import sys
+
+    t0 = time.monotonic()
+    log_path = Path(smk.log[0]) if smk.log else None
+    logs.setup(log_path)
+    kernel = getattr(smk.wildcards, "kernel", None)
+    what = step + (f" {kernel}" if kernel else "")
+    where = f" (log: {log_path})" if log_path else ""
+    raised = True
+    try:
+        cfg = from_dict(smk.config)
+        with gpu_lock.for_mode(None if step in SELF_LOCKING else lock_mode(step, cfg, kernel)) or nullcontext():
+            status = _from_snakemake(step, smk)(cfg) or StepStatus()
+        raised = False
+    except outcome.NotRun as exc:
+        status = StepStatus(status=NOT_RUN, message=str(exc))
+    except LabError as exc:
+        if len(exc.args) > 1:
+            logs.append(log_path, str(exc.args[1]))
+        status = StepStatus(status=FAILED, message=first_line(exc))
+    except Exception as exc:  # unexpected: the traceback goes to the log, one line to the console
+        logs.append(log_path, traceback.format_exc())
+        status = StepStatus(status=FAILED, message=f"unexpected {type(exc).__name__}: {first_line(exc)}")
+
+    rec = StepRecord(step=step, kernel=kernel, status=status.status, message=status.message,
+                     log=str(log_path) if log_path else None, seconds=round(time.monotonic() - t0, 3))
+    if raised and step not in TOLERANT:
+        log.error("sgemm-lab %s: %s%s", what, status.message, where)
+        sys.exit(1)
+    if raised:
+        try:
+            EMPTY_OUTPUTS[step](smk, rec)
+        except Exception as exc:  # noqa: BLE001 - cannot even write empty results: the job fails
+            logs.append(log_path, traceback.format_exc())
+            log.error("sgemm-lab %s: %s; and its outputs could not be written: %s%s", what, status.message,
+                      first_line(exc), where)
+            sys.exit(1)
+    if rec.status == FAILED:
+        log.error("sgemm-lab %s: %s%s", what, rec.message, where)
+    elif rec.status != OK:
+        log.warning("sgemm-lab %s: %s: %s%s", what, rec.status, rec.message, where)
+    status_out = getattr(smk.output, "status", None)
+    if status_out:
+        outcome.write(Path(status_out), rec)
