@@ -5,12 +5,13 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import replace
-from typing import Mapping
-
-import pandas as pd
+from typing import TYPE_CHECKING, Mapping
 
 from .config import KernelSpec, LabConfig
 from .errors import LabError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def sweep_points(spec: KernelSpec) -> list[dict[str, int]]:
@@ -29,14 +30,14 @@ def sweep_points(spec: KernelSpec) -> list[dict[str, int]]:
     return out
 
 
-def eligible(df: pd.DataFrame) -> pd.DataFrame:
+def eligible(df: "pd.DataFrame") -> "pd.DataFrame":
     """Sweep rows the autotuner may choose: ran, verified, and within the stage's local-memory budget."""
     if df.empty or "tflops" not in df.columns:
         return df.iloc[0:0]
     return df[(df["status"] == "ok") & (df["verified"] == True) & (df["within_local_budget"] == True)]  # noqa: E712
 
 
-def pick(frames: Mapping[str, pd.DataFrame]) -> tuple[str, dict[str, int], pd.Series]:
+def pick(frames: Mapping[str, "pd.DataFrame"]) -> tuple[str, dict[str, int], "pd.Series"]:
     """(stage id, parameters, row) of the fastest eligible point over the given sweeps."""
     best = None
     for stage, df in frames.items():

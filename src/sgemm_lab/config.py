@@ -14,9 +14,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-import jsonschema
-import yaml
-
 from .errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -193,12 +190,16 @@ class LabConfig:
 
 
 def load_schema() -> dict:
+    import yaml
+
     with open(SCHEMA_PATH) as fh:
         return yaml.safe_load(fh)
 
 
 def _with_defaults(validator_class):
     """Extend a jsonschema validator so that validation also fills ``default`` values."""
+    import jsonschema
+
     validate_properties = validator_class.VALIDATORS["properties"]
 
     def set_defaults(validator, properties, instance, schema):
@@ -211,10 +212,7 @@ def _with_defaults(validator_class):
     return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
 
 
-_Validator = _with_defaults(jsonschema.Draft202012Validator)
-
-
-def _where(error: jsonschema.ValidationError) -> str:
+def _where(error) -> str:
     parts = []
     for p in error.absolute_path:
         parts.append(f"[{p}]" if isinstance(p, int) else (f".{p}" if parts else str(p)))
@@ -229,7 +227,10 @@ def validate(raw: Mapping[str, Any], *, source: str = "config") -> dict:
     cfg = copy.deepcopy(dict(raw))
     if isinstance(cfg.get("strict"), str) and cfg["strict"].lower() in ("true", "false"):
         cfg["strict"] = cfg["strict"].lower() == "true"  # --config strict=false arrives as a string
-    errors = sorted(_Validator(load_schema()).iter_errors(cfg), key=lambda e: list(e.absolute_path))
+    import jsonschema
+
+    validator = _with_defaults(jsonschema.Draft202012Validator)(load_schema())
+    errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))
     if errors:
         err = errors[0]
         more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
@@ -254,8 +255,19 @@ def validate(raw: Mapping[str, Any], *, source: str = "config") -> dict:
     return cfg
 
 
-def from_dict(raw: Mapping[str, Any], *, source: str = "config") -> LabConfig:
-    cfg = validate(raw, source=source)
+def from_dict(raw: Mapping[str, Any], *, source: str = "config", trusted: bool = False) -> LabConfig:
+    """The LabConfig of ``raw``. ``trusted``: ``raw`` is a config that ``validate`` already filled in (the
+    workflow does this once; its jobs then skip the schema, and importing jsonschema); a dict that turns
+    out not to be complete is validated after all."""
+    if trusted:
+        try:
+            return _records(raw)
+        except KeyError:
+            pass
+    return _records(validate(raw, source=source), source=source)
+
+
+def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
     # imported here to keep geometry free of config-loading concerns
     from .geometry import check_params
 
@@ -335,6 +347,8 @@ def from_dict(raw: Mapping[str, Any], *, source: str = "config") -> LabConfig:
 
 def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> LabConfig:
     """Read a YAML config file (plus optional top-level overrides) into a LabConfig."""
+    import yaml
+
     path = Path(path)
     try:
         with open(path) as fh:

@@ -142,7 +142,7 @@ def main(step: str, smk) -> None:
     where = f" (log: {log_path})" if log_path else ""
     raised = True
     try:
-        cfg = from_dict(smk.config)
+        cfg = from_dict(smk.config, trusted=True)
         with gpu_lock.for_mode(None if step in SELF_LOCKING else lock_mode(step, cfg, kernel)) or nullcontext():
             status = _from_snakemake(step, smk)(cfg) or StepStatus()
         raised = False

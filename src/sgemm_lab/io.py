@@ -53,6 +53,11 @@ def read_json(path: Path) -> Any:
         return json.load(fh)
 
 
+def _cell(v):
+    """A value as pandas writes it: None and NaN as empty cells."""
+    return "" if v is None or (isinstance(v, float) and v != v) else v
+
+
 def write_csv(path: Path, frame: "pd.DataFrame | list[dict]", columns: list[str] | None = None) -> None:
     """A table: a DataFrame, or a list of row dicts (written without importing pandas; ``columns`` gives
     the header and its order, and missing keys are empty cells)."""
@@ -64,7 +69,7 @@ def write_csv(path: Path, frame: "pd.DataFrame | list[dict]", columns: list[str]
         def write(fh):
             w = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
             w.writeheader()
-            w.writerows({k: ("" if v is None else v) for k, v in row.items()} for row in frame)
+            w.writerows({k: _cell(v) for k, v in row.items()} for row in frame)
 
         _atomic_write(path, write)
         return

@@ -16,10 +16,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .config import Shape
 from .errors import LabError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # metric -> short name used in the report (ncu's own unit is kept in the table)
 METRICS = {
@@ -70,10 +73,21 @@ def kernel_regex(impl: str, entry: str | None) -> str:
     return "regex:gemm" if entry is None else f"regex:^{entry}$"
 
 
-def ncu_command(*, ncu: str, report: Path, regex: str, launches: int, target: list[str]) -> list[str]:
+def ncu_command(*, ncu: str, report: Path, regex: str, launches: int, target: list[str],
+                csv_log: Path | None = None) -> list[str]:
+    """The profiling command; with ``csv_log`` ncu also writes the raw page as CSV to that file, so that
+    no second ncu process has to read the report back."""
+    csv = ["--csv", "--page", "raw", "--print-units", "base", "--log-file", str(csv_log)] if csv_log else []
     return [ncu, "--clock-control", "none", "--kernel-name-base", "function", "--kernel-name", regex,
             "--launch-count", str(launches), "--metrics", ",".join(METRICS), "--force-overwrite",
-            "--export", str(report), *target]
+            "--export", str(report), *csv, *target]
+
+
+def csv_part(text: str) -> str:
+    """The CSV table in ncu's log: its lines from the header row on, without ncu's own ==PROF== notes."""
+    lines = [ln for ln in text.splitlines() if not ln.startswith("==")]
+    start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
+    return "" if start is None else "\n".join(lines[start:]) + "\n"
 
 
 def export_csv(ncu: str, report: Path) -> str:
@@ -83,11 +97,13 @@ def export_csv(ncu: str, report: Path) -> str:
     return proc.stdout
 
 
-def tidy(raw_csv: str, *, kernel: str, shapes: list[Shape]) -> pd.DataFrame:
+def tidy(raw_csv: str, *, kernel: str, shapes: list[Shape]) -> "pd.DataFrame":
     """ncu's raw CSV page (header row, units row, one row per profiled launch) -> tidy rows.
 
     Launches are matched to ``shapes`` in order (the target launches them in that order).
     """
+    import pandas as pd
+
     df = pd.read_csv(_io.StringIO(raw_csv))
     units = df.iloc[0]
     data = df.iloc[1:].reset_index(drop=True)
@@ -111,28 +127,38 @@ def tidy(raw_csv: str, *, kernel: str, shapes: list[Shape]) -> pd.DataFrame:
 
 
 def run_profile(*, impl: str, entry: str | None, shapes: list[Shape], target_args: list[str], report: Path,
-                log) -> pd.DataFrame:
+                log) -> "pd.DataFrame":
     """Profile ``impl``; return tidy metrics. Raises LabError('unavailable: ...') if ncu cannot."""
     ncu = ncu_path()
     if ncu is None:
         raise LabError("unavailable: ncu not found on PATH")
     target = [sys.executable, "-m", "sgemm_lab.profile_target", *target_args]
+    csv_log = report.with_suffix(".ncu.log")
     cmd = ncu_command(ncu=ncu, report=report.with_suffix(""), regex=kernel_regex(impl, entry), launches=len(shapes),
-                      target=target)
+                      target=target, csv_log=csv_log)
     log.info("$ %s", " ".join(cmd))
     env = dict(os.environ)
     src = str(Path(__file__).resolve().parents[1])  # the target imports this package from the checkout
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    tool_log = csv_log.read_text() if csv_log.exists() else ""
+    csv_log.unlink(missing_ok=True)
     log.info("%s", proc.stdout[-4000:])
     log.info("%s", proc.stderr[-4000:])
-    text = proc.stdout + proc.stderr
+    log.info("%s", "\n".join(ln for ln in tool_log.splitlines() if ln.startswith("==")))
+    text = proc.stdout + proc.stderr + tool_log
     if "ERR_NVGPUCTRPERM" in text:
         raise LabError("unavailable: ERR_NVGPUCTRPERM (no permission for GPU performance counters; run with "
                        "--cap-add SYS_ADMIN or set NVreg_RestrictProfilingToAdminUsers=0)")
     if proc.returncode != 0 or not report.exists():
         last = next((ln for ln in reversed(text.splitlines()) if ln.strip()), "no output")
         raise LabError(f"unavailable: ncu exited with {proc.returncode} ({last.strip()[:200]})")
+    raw = csv_part(tool_log)
+    if raw:
+        try:
+            return tidy(raw, kernel=impl, shapes=shapes)
+        except (LabError, ValueError, KeyError) as exc:  # fall back to reading the report
+            log.info("ncu's CSV log could not be used (%s); reading the report back", exc)
     return tidy(export_csv(ncu, report), kernel=impl, shapes=shapes)
 
 

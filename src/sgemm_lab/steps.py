@@ -11,9 +11,9 @@ import logging
 import time
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from . import io
 from .config import BASELINES, KernelSpec, LabConfig, Shape, from_dict
@@ -21,6 +21,9 @@ from .errors import CompileError, LabError
 from .geometry import unsupported_reason
 from .gpulock import gpu_lock, lock_mode, lock_path
 from .logs import setup as setup_logging
+if TYPE_CHECKING:
+    import pandas as pd
+
 from .outcome import FAILED, UNAVAILABLE, NotRun, StepStatus, first_line
 
 log = logging.getLogger("sgemm_lab")
@@ -93,6 +96,8 @@ def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, reco
     spec = cfg.kernel(kernel)
     extra = {}
     if spec.autotuned:
+        import pandas as pd
+
         frames = {Path(p).stem: pd.read_csv(p) for p in sweeps}
         stage, params, row = pick(frames)
         extra = dict(tuned_from=stage, params=params, tuned_tflops=float(row["tflops"]),
@@ -138,7 +143,7 @@ def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | 
     """Built in the isolated child process: verifies (``check``) or measures (``bench``) one shape."""
     from .runners import TimingSettings
 
-    cfg = from_dict(raw_config)
+    cfg = from_dict(raw_config, trusted=True)
     setup_logging(None)
     runner = _runner(cfg, impl, Path(binary) if binary else None, Path(record) if record else None)
     b = cfg.bench
@@ -206,17 +211,18 @@ def point_problems(rows: list[dict], good: tuple[str, ...], what: str = "points"
 def check(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path,
           raw_config: dict | None = None, sanitize_out: Path | None = None) -> StepStatus | None:
     """Verify ``impl`` at the check shapes against float64 (a supervised child process) and, for a CUDA
-    stage, run compute-sanitizer's four tools on it at the same time (``sanitize_out``; an empty table
-    for other implementations or with ``sanitize: false``)."""
-    from concurrent.futures import ThreadPoolExecutor
+    stage, run compute-sanitizer's four tools on it meanwhile (``sanitize_out``; an empty table for
+    other implementations or with ``sanitize: false``)."""
+    from contextlib import ExitStack
 
     spec = load_spec(cfg, impl, record)  # NotRun before any process starts if the build failed
     base = base_seed(cfg)
-    with ThreadPoolExecutor(1) as pool:
-        sanitizers = None
+    with ExitStack() as stack:
+        tools = None
         if sanitize_out is not None and cfg.sanitize and spec is not None and spec.backend == "cuda":
-            sanitizers = pool.submit(sanitize, cfg, impl, spec=spec, binary=binary, record=record,
-                                     raw_config=raw_config, out=sanitize_out)
+            stack.enter_context(gpu_lock(exclusive=False))
+            tools = start_sanitizers(impl, spec, binary=binary, record=record, raw_config=raw_config, out=sanitize_out)
+            stack.callback(tools[1].kill)
         elif sanitize_out is not None:
             io.write_csv(sanitize_out, [], columns=SANITIZE_COLUMNS)
         rows = _isolated_points(cfg, impl, "check", cfg.check.shapes, lambda s: point_seed(base, impl, s, "check"),
@@ -225,7 +231,7 @@ def check(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None
         status = "pass" if ran and all(r["status"] == "pass" for r in ran) else ("skipped" if not ran else "fail")
         io.write_json(out, {"kernel": impl, "status": status, "base_seed": base, "points": rows})
         verdict = point_problems(rows, ("pass", "skipped"), "runs")
-        sanitized = sanitizers.result() if sanitizers is not None else None
+        sanitized = finish_sanitizers(tools, impl, out=sanitize_out) if tools is not None else None
     return verdict or sanitized
 
 
@@ -241,7 +247,7 @@ def bench(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None
     base = base_seed(cfg)
     rows = _isolated_points(cfg, impl, "bench", cfg.bench.shapes, lambda s: point_seed(base, impl, s, "bench"),
                             binary=binary, record=record, raw_config=raw_config)
-    io.write_csv(out, pd.DataFrame(rows).reindex(columns=BENCH_COLUMNS))
+    io.write_csv(out, rows, columns=BENCH_COLUMNS)
     return point_problems(rows, ("ok", "skipped"), "shapes")
 
 
@@ -252,7 +258,7 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
     from . import gpu
     from .runners import GpuRunner, TimingSettings
 
-    cfg = from_dict(raw_config)
+    cfg = from_dict(raw_config, trusted=True)
     setup_logging(None)
     spec = cfg.kernel(kernel)
     s = cfg.sweep
@@ -337,7 +343,7 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
             log.info("[sweep %s] %d/%d %s: %.2f TFLOP/s, %d regs, %d B local%s", kernel, o.index + 1,
                      len(runnable), head["params"], r["tflops"], r["registers"], r["local_bytes"],
                      "" if r["verified"] else " NOT VERIFIED")
-    io.write_csv(out, pd.DataFrame(rows))
+    io.write_csv(out, rows)
     return point_problems(rows, ("ok", "filtered"), "sweep points")
 
 
@@ -366,7 +372,7 @@ def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> StepS
         own = r["implementation"] == spec.id
         r.update(source_sha256=digest if own else libs.get(r["implementation"]),
                  compile_options=" ".join(compile_options(variants[r["act"]])) if own else "", **machine(env))
-    io.write_csv(out, pd.DataFrame(rows))
+    io.write_csv(out, rows)
     bad = [r for r in rows if not r["verified"]]
     if bad:
         r = bad[0]
@@ -378,6 +384,8 @@ def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> StepS
 def profile(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, raw_config: dict,
             out: Path) -> StepStatus | None:
     """ncu metrics of one implementation; 'unavailable: <reason>' rows instead of a failure."""
+    import pandas as pd
+
     from .profile import run_profile, target_args
 
     spec = load_spec(cfg, impl, record)
@@ -406,17 +414,20 @@ def profile(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | No
 SANITIZE_COLUMNS = ["kernel", "tool", "status", "summary", "log", "m", "n", "k"]
 
 
-def sanitize(cfg: LabConfig, impl: str, *, spec: KernelSpec, binary: Path | None, record: Path | None,
-             raw_config: dict, out: Path) -> StepStatus | None:
-    """compute-sanitizer's tools on one CUDA stage at a small shape it supports (part of the check step)."""
+def start_sanitizers(impl: str, spec: KernelSpec, *, binary: Path | None, record: Path | None, raw_config: dict,
+                     out: Path):
+    """compute-sanitizer's tools on one CUDA stage at a small shape it supports, in the background."""
     from .profile import target_args
-    from .sanitize import run_tools, sanitize_shape
+    from .sanitize import Sanitizers, sanitize_shape
 
     shape = sanitize_shape(spec)
-    with gpu_lock(exclusive=False):
-        rows = run_tools(target_args=target_args(config=raw_config, impl=impl, binary=binary, record=record,
-                                                 shapes=[shape]),
-                         log_dir=Path(out).parent / "logs", kernel=impl)
+    args = target_args(config=raw_config, impl=impl, binary=binary, record=record, shapes=[shape])
+    return shape, Sanitizers(target_args=args, log_dir=Path(out).parent / "logs", kernel=impl).start()
+
+
+def finish_sanitizers(started, impl: str, *, out: Path) -> StepStatus | None:
+    shape, tools = started
+    rows = tools.wait()
     for r in rows:
         r.update(m=shape.m, n=shape.n, k=shape.k)
         log.info("[sanitize %s] %s at %s: %s %s", impl, r["tool"], shape, r["status"], r.get("summary", ""))
@@ -440,7 +451,7 @@ def failure_tests(cfg: LabConfig, *, env_json: Path, out: Path) -> StepStatus | 
     for r in rows:
         r.update(machine(env))
         log.info("[failure tests] %s: %s%s", r["case"], r["outcome"], f" ({r['message']})" if r["message"] else "")
-    io.write_csv(out, pd.DataFrame(rows))
+    io.write_csv(out, rows)
     bad = [r for r in rows if r["outcome"] not in ("passed", "skipped")]
     if bad and all(r["outcome"] == "unavailable" for r in bad):
         return StepStatus(status=UNAVAILABLE, message=bad[0]["message"])
@@ -482,6 +493,8 @@ def add_provenance(df: pd.DataFrame, builds: list[dict], env: dict) -> pd.DataFr
 def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_csvs, sanitize_csvs, env_json: Path,
               bench_out: Path, check_out: Path, build_out: Path, env_out: Path, ncu_out: Path,
               sanitize_out: Path) -> None:
+    import pandas as pd
+
     from .report import collect_bench
 
     bench_df = collect_bench([pd.read_csv(p) for p in bench_csvs], order=list(cfg.implementations))
@@ -506,6 +519,8 @@ def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path 
          sweeps: list[Path] = (), heatmaps: list[Path] = ()) -> StepStatus | None:
     """Every figure of the report; a figure that cannot be drawn becomes a picture saying why (and the
     step's status says which), so that one bad table never costs the others."""
+    import pandas as pd
+
     from . import plots
     from .report import headline_shape
 
@@ -547,6 +562,8 @@ def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path,
            steps_out: Path | None = None) -> None:
     """The markdown report, and ``steps.csv``: what became of every step (status, message, log, seconds)."""
     from dataclasses import asdict
+
+    import pandas as pd
 
     from . import outcome
     from .report import render

@@ -9,11 +9,16 @@ SRC = str(Path(workflow.basedir) / "src")
 if SRC not in sys.path:
     sys.path.insert(0, SRC)
 
-from sgemm_lab.config import BASELINES, from_dict
+from sgemm_lab.config import BASELINES, from_dict, validate
 from sgemm_lab.errors import ConfigError
 
 try:
-    LAB = from_dict(config, source="config")
+    # validated once, here, with every default filled in: the jobs receive the complete config and
+    # build their records from it without the schema (sgemm_lab.config.from_dict(trusted=True))
+    _validated = validate(config, source="config")
+    config.clear()
+    config.update(_validated)
+    LAB = from_dict(config, trusted=True)
 except ConfigError as exc:
     raise WorkflowError(f"invalid configuration: {exc}")
 
