@@ -38,9 +38,19 @@ def _import_pycuda():
     return cuda
 
 
+_initialised = False
+
+
+def driver_initialised() -> bool:
+    """Whether this process has initialised the CUDA driver (a forked child could not use it)."""
+    return _initialised
+
+
 def init_driver():
     """pycuda.driver with the CUDA driver initialised (cuInit) but no context, or NoGPUError."""
+    global _initialised
     cuda = _import_pycuda()
+    _initialised = True
     try:
         cuda.init()
         count = cuda.Device.count()

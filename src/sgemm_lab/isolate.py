@@ -12,16 +12,17 @@ The child builds its worker once with ``factory(*args)`` ("module:function", imp
 factory's module and before it builds the worker, and left when all points are done: process start
 and imports overlap whatever holds the gate, the GPU work does not.
 
-Children are forked by default: they start in milliseconds with the parent's modules already
+Children are forked when they can be: they start in milliseconds with the parent's modules already
 imported, instead of a fresh interpreter importing NumPy and the harness again (about a second per
-job). The parent must not have initialised CUDA (it never does here: only children touch the GPU);
-``start_method="spawn"`` gives fresh interpreters.
+job). A process that has initialised CUDA cannot hand it to a forked child, so such a parent (a test
+that queried the GPU, say) gets fresh interpreters (spawn) instead.
 """
 
 from __future__ import annotations
 
 import importlib
 import multiprocessing as mp
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -69,9 +70,15 @@ def _child(conn, go, factory: str, args: tuple, points: list, first: int) -> Non
     conn.send(("done", None, None, None))
 
 
+def default_start_method() -> str:
+    gpu = sys.modules.get("sgemm_lab.gpu")
+    return "spawn" if gpu is not None and gpu.driver_initialised() else "fork"
+
+
 def run(points: list, *, factory: str, args: tuple = (), timeout_s: float, log=None,
-        start_method: str = "fork", gate: ContextManager | None = None) -> Iterator[Outcome]:
+        start_method: str | None = None, gate: ContextManager | None = None) -> Iterator[Outcome]:
     """Yield one Outcome per point, in order, whatever happens to the points before it."""
+    start_method = start_method or default_start_method()
     with ExitStack() as stack:
         yield from _run(points, factory=factory, args=args, timeout_s=timeout_s, log=log,
                         ctx=mp.get_context(start_method), gate=gate, stack=stack)

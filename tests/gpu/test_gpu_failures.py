@@ -150,3 +150,114 @@ def test_problem_too_large_for_device_memory_is_skipped(broken, record_property)
                 raw_config=raw3)
     df = pd.read_csv(out)
     assert df.status.iloc[0] == "skipped" and "device memory" in df.reason.iloc[0]
+
+
+# ---------------------------------------------------- failed stages through the workflow's entry point
+WRONG = r"""
+extern "C" __global__ void sgemm_wrong(int M, int N, int K, float alpha, const float* __restrict__ A,
+                                       const float* __restrict__ B, float beta, float* __restrict__ C) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= M * N) return;
+    int row = t / N, col = t % N;
+    float acc = 0.f;
+    for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];
+    float out = beta == 0.f ? alpha * acc : alpha * acc + beta * C[t];
+    C[t] = t == 3 ? out + 1.0f : out;                                      // always one wrong element
+}
+"""
+
+
+class _Outputs(list):
+    """Snakemake's output object: a list of files, some also named."""
+
+    def __init__(self, files, **named):
+        super().__init__([str(f) for f in files] + [str(v) for v in named.values()])
+        self.__dict__.update({k: str(v) for k, v in named.items()})
+
+
+def _job(raw, kernel, log, inputs, outputs):
+    """The object Snakemake hands to a workflow script, for ``sgemm_lab.entry.main``."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(input=SimpleNamespace(**inputs), output=outputs, config=raw, log=[str(log)],
+                           wildcards=SimpleNamespace(kernel=kernel), params=SimpleNamespace())
+
+
+@pytest.fixture(scope="module")
+def failing_stages(broken):
+    """A stage that does not compile, and an autotuned stage whose only candidate computes wrong results."""
+    from dataclasses import asdict
+
+    from sgemm_lab import gpu
+
+    cfg, raw, tmp = broken
+    (cfgmod.KERNEL_DIR / "99_syntax.cu").write_text('extern "C" __global__ void sgemm_syntax() { this is not CUDA }\n')
+    (cfgmod.KERNEL_DIR / "99_wrong.cu").write_text(WRONG)
+    raw = dict(raw, sweep={"shape": [128, 128, 128], "warmup_ms": 5, "target_ms": 5, "min_reps": 3, "jobs": 2},
+               kernels=[{"id": "99_syntax", "title": "syntax error", "source": "99_syntax.cu", "entry": "sgemm_syntax",
+                         "geometry": "elementwise", "params": {"BLOCK": 256}, "shapes": "any"},
+                        {"id": "99_wrong", "title": "wrong", "source": "99_wrong.cu", "entry": "sgemm_wrong",
+                         "geometry": "elementwise", "params": {"BLOCK": 256}, "shapes": "any",
+                         "sweep": {"BLOCK": [128, 256]}},
+                        {"id": "99_tuned", "title": "tuned", "tune_from": ["99_wrong"]}])
+    env = tmp / "env_full.json"
+    io.write_json(env, {"gpu": asdict(gpu.device_info())})
+    return raw, tmp, env
+
+
+def _status(path):
+    from sgemm_lab import outcome
+
+    return outcome.read(path)
+
+
+def _build(raw, tmp, env, kernel, **inputs):
+    from sgemm_lab import entry
+
+    out = _Outputs([], binary=tmp / f"{kernel}.bin", record=tmp / f"{kernel}.rec.json",
+                   status=tmp / f"status_build_{kernel}.json")
+    entry.main("build", _job(raw, kernel, tmp / f"build_{kernel}.log", dict(env=str(env), **inputs), out))
+    return out
+
+
+def _check_not_run(raw, tmp, env, kernel, build):
+    from sgemm_lab import entry
+
+    out = _Outputs([tmp / f"check_{kernel}.json"], sanitize=tmp / f"sanitize_{kernel}.csv",
+                   status=tmp / f"status_check_{kernel}.json")
+    entry.main("check", _job(raw, kernel, tmp / f"check_{kernel}.log",
+                             dict(env=str(env), binary=build.binary, record=build.record), out))
+    rec = _status(out.status)
+    assert rec.status == "not run" and rec.message.startswith("build failed: "), rec
+    assert io.read_json(out[0])["points"] == [] and pd.read_csv(out.sanitize).empty
+
+
+def test_compile_error_is_a_failed_build_and_the_run_goes_on(failing_stages, record_property, capsys):
+    record_property("case", "a stage that does not compile: its build fails with nvcc's first error line, its "
+                            "check is `not run`, the job itself ends normally (the report lists it)")
+    raw, tmp, env = failing_stages
+    build = _build(raw, tmp, env, "99_syntax", source=str(cfgmod.KERNEL_DIR / "99_syntax.cu"))
+    rec = _status(build.status)
+    assert rec.status == "failed" and "nvcc failed" in rec.message and "99_syntax.cu" in rec.message, rec
+    assert io.read_json(build.record)["status"] == "failed"
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("sgemm-lab ")]
+    assert lines == [f"sgemm-lab build 99_syntax: {rec.message} (log: {tmp / 'build_99_syntax.log'})"]
+    _check_not_run(raw, tmp, env, "99_syntax", build)
+
+
+def test_autotuned_stage_whose_only_candidate_is_wrong(failing_stages, record_property):
+    record_property("case", "an autotuned stage whose only tuning candidate computes wrong results: the sweep "
+                            "fails (NOT VERIFIED), the tuned build says it found no verified configuration")
+    from sgemm_lab import entry
+
+    raw, tmp, env = failing_stages
+    sweep = _Outputs([tmp / "sweep_99_wrong.csv"], status=tmp / "status_sweep.json")
+    entry.main("sweep", _job(raw, "99_wrong", tmp / "sweep.log", dict(env=str(env)), sweep))
+    rows = pd.read_csv(sweep[0])
+    assert list(rows.status) == ["failed", "failed"] and not rows.verified.any()
+    rec = _status(sweep.status)
+    assert rec.status == "failed" and rec.message.startswith("NOT VERIFIED at "), rec
+    build = _build(raw, tmp, env, "99_tuned", sweeps=[sweep[0]])
+    rec = _status(build.status)
+    assert rec.status == "failed" and "no verified configuration in the sweeps of 99_wrong" in rec.message, rec
+    _check_not_run(raw, tmp, env, "99_tuned", build)
