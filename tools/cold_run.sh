@@ -10,10 +10,9 @@ run=$1
 shift
 PY=${PY:-python3}
 rm -rf "results/$run" "reports/$run" "${XDG_CACHE_HOME:-$HOME/.cache}/pycuda"
-start=$(date +%s.%N)
+start=$(date +%s%N)
 "$PY" -m snakemake "$@" --config run="$run"
 rc=$?
-end=$(date +%s.%N)
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
 "$PY" tools/step_times.py "reports/$run/steps.csv"
-printf 'snakemake %s --config run=%s: exit %d, wall %.1f s from a cold compile cache\n' "$*" "$run" "$rc" \
-  "$(echo "$end - $start" | bc)"
+echo "snakemake $* --config run=$run: exit $rc, wall $((ms / 1000)).$((ms % 1000 / 100)) s from a cold compile cache"
