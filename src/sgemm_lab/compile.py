@@ -55,8 +55,8 @@ def _expand(path: Path, done: set[Path]) -> str:
 def source_text(spec: KernelSpec) -> str:
     """The kernel's source as compiled, local headers inlined: its hash covers everything the compiler
     sees from kernels/, and PyCUDA's compile cache can key on it without running the preprocessor."""
-    try:
-        return _expand(spec.source_path, set())
+    try:  # the first #line makes nvcc name the stage's own file (not a temporary kernel.cu) in its messages
+        return f'#line 1 "{spec.source_path.name}"\n' + _expand(spec.source_path, set())
     except FileNotFoundError:
         raise CompileError(f"kernel {spec.id}: source {spec.source_path} not found") from None
 

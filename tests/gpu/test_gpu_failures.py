@@ -251,7 +251,7 @@ def test_autotuned_stage_whose_only_candidate_is_wrong(failing_stages, record_pr
     from sgemm_lab import entry
 
     raw, tmp, env = failing_stages
-    sweep = _Outputs([tmp / "sweep_99_wrong.csv"], status=tmp / "status_sweep.json")
+    sweep = _Outputs([tmp / "sweeps" / "99_wrong.csv"], status=tmp / "status_sweep.json")
     entry.main("sweep", _job(raw, "99_wrong", tmp / "sweep.log", dict(env=str(env)), sweep))
     rows = pd.read_csv(sweep[0])
     assert list(rows.status) == ["failed", "failed"] and not rows.verified.any()
