@@ -7,7 +7,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 k=${1:-08_warptiling}
 run=overhead
 PY=${PY:-python3}
-"$PY" -m snakemake --cores 8 -q "results/$run/build/$k.json" --config run=$run >/dev/null 2>&1 || exit 1
+"$PY" -m snakemake --cores 8 "results/$run/build/$k.json" --config run=$run >/dev/null 2>&1 || { echo "build of $k failed"; exit 1; }
 export PYTHONPATH=$PWD/src
 cfg=$("$PY" -c "import json,yaml; print(json.dumps(yaml.safe_load(open('config/config.yaml'))))")
 args=(--config-json "$cfg" --impl "$k" --binary "results/$run/build/$k.bin" --record "results/$run/build/$k.json")
