@@ -18,7 +18,7 @@ include: "workflow/rules/check.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/sweep.smk"
 include: "workflow/rules/epilogue.smk"
-include: "workflow/rules/profile.smk"
+include: "workflow/rules/ceilings.smk"
 include: "workflow/rules/failures.smk"
 include: "workflow/rules/report.smk"
 

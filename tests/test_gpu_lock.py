@@ -4,7 +4,6 @@ import fcntl
 
 import pytest
 
-from sgemm_lab import config as cfgmod
 from sgemm_lab import gpulock
 
 
@@ -30,7 +29,7 @@ def test_shared_holders_coexist_and_exclude_a_timing_step(tmp_path):
 
 
 def test_lock_modes(lab):
-    timing = ["bench", "sweep", "epilogue", "profile", "ceilings"]
+    timing = ["bench", "sweep", "epilogue", "ceilings"]
     checking = ["environment", "build", "check"]
     for step in timing:
         assert gpulock.lock_mode(step, lab, "08_warptiling") == "exclusive"

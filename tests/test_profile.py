@@ -27,8 +27,11 @@ def test_tidy_from_raw_csv():
 
 
 def _profile(lab, raw_config, tmp_path):
+    """What the bench step does around its timing: start ncu, then read it back."""
     out = tmp_path / "cublas.csv"
-    steps.profile(lab, "cublas", binary=None, record=None, raw_config=raw_config, out=out)
+    profiler = steps.start_profile(lab, "cublas", None, binary=None, record=None, raw_config=raw_config, out=out)
+    status = steps.finish_profile(lab, "cublas", profiler, out=out)
+    assert status.status == "unavailable" and status.message.startswith("profile: ")
     return pd.read_csv(out)
 
 

@@ -27,7 +27,7 @@ from .outcome import FAILED, NOT_RUN, OK, StepRecord, StepStatus, first_line
 log = logs.log
 
 # Steps whose failure is one stage's (or one figure's) problem: recorded, and the run goes on.
-TOLERANT = {"build", "check", "bench", "sweep", "epilogue", "profile", "ceilings",
+TOLERANT = {"build", "check", "bench", "sweep", "epilogue", "ceilings",
             "failure_tests", "plot"}
 
 
@@ -51,11 +51,10 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], StepStatus | None]:
                                    record_out=Path(o.record), sweeps=[Path(p) for p in getattr(i, "sweeps", [])]),
         "check": lambda c: s.check(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config),
                                    sanitize_out=Path(o.sanitize) if getattr(o, "sanitize", None) else None),
-        "bench": lambda c: s.bench(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config)),
+        "bench": lambda c: s.bench(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config),
+                                   profile_out=Path(o.profile) if getattr(o, "profile", None) else None),
         "sweep": lambda c: s.sweep(c, impl, env_json=Path(i.env), out=Path(o[0]), raw_config=dict(smk.config)),
         "epilogue": lambda c: s.epilogue(c, impl, env_json=Path(i.env), out=Path(o[0])),
-        "profile": lambda c: s.profile(c, impl, binary=binary, record=record, raw_config=dict(smk.config),
-                                       out=Path(o[0])),
         "ceilings": lambda c: s.ceilings(c, out=Path(o[0])),
         "failure_tests": lambda c: s.failure_tests(c, env_json=Path(i.env), out=Path(o[0])),
         "aggregate": lambda c: s.aggregate(c, bench_csvs=list(i.bench), check_jsons=list(i.check),
@@ -100,6 +99,12 @@ def _check(smk, rec: StepRecord) -> None:
         io.write_csv(Path(smk.output.sanitize), [], columns=steps.SANITIZE_COLUMNS)
 
 
+def _bench(smk, rec: StepRecord) -> None:
+    io.write_csv(Path(smk.output[0]), [], columns=steps.BENCH_COLUMNS)
+    if getattr(smk.output, "profile", None):
+        io.write_csv(Path(smk.output.profile), [], columns=steps.PROFILE_COLUMNS)
+
+
 def _ceilings(smk, rec: StepRecord) -> None:
     io.write_json(Path(smk.output[0]), dict(status=rec.status, message=rec.message))
 
@@ -117,11 +122,10 @@ def _figures(smk, rec: StepRecord) -> None:
 EMPTY_OUTPUTS: dict[str, Callable] = {
     "build": _build,
     "check": _check,
-    "bench": _empty_csv(steps.BENCH_COLUMNS),
+    "bench": _bench,
     "sweep": _empty_csv(["kernel", "m", "n", "k", "params", "status", "reason"]),
     "epilogue": _empty_csv(["m", "n", "k", "act", "implementation", "padded", "verified", "tflops", "median_ms",
                             "reason"]),
-    "profile": _empty_csv(["kernel", "m", "n", "k", "status", "metric", "value", "unit"]),
     "failure_tests": _empty_csv(["case", "test", "outcome", "message", "seconds"]),
     "ceilings": _ceilings,
     "plot": _figures,

@@ -22,9 +22,8 @@ log = logging.getLogger("sgemm_lab")
 # such steps may run at once, but never next to a timing step. The steps in SELF_LOCKING take the
 # lock themselves, after their part that needs no GPU (compiling, process start, imports).
 GPU_LOCK = {"environment": "shared", "build": "shared", "check": "shared",
-            "bench": "exclusive", "sweep": "exclusive", "epilogue": "exclusive", "profile": "exclusive",
-            "ceilings": "exclusive"}
-SELF_LOCKING = {"build", "sweep", "check", "bench", "epilogue", "profile"}
+            "bench": "exclusive", "sweep": "exclusive", "epilogue": "exclusive", "ceilings": "exclusive"}
+SELF_LOCKING = {"build", "sweep", "check", "bench", "epilogue"}
 
 
 def lock_path() -> Path:

@@ -1,6 +1,7 @@
 """Nsight Compute: one ncu run per implementation, tidy metrics read back from ncu's own CSV export.
 
-The profiled process (``python -m sgemm_lab.profile_target``) warms the GPU up with a spin kernel
+The bench step starts ncu before its own timing (``Profiler.start``) and reads the metrics after it
+(``Profiler.wait``). The profiled process (``python -m sgemm_lab.profile_target``) warms the GPU up with a spin kernel
 (``lab_spin``, never matched), then launches the implementation once per profiled shape. ncu selects
 the launches by kernel-name regex (the entry name; ``gemm`` for cuBLAS, whose kernel names vary) with
 ``--launch-count`` = number of shapes and ``--clock-control none`` (the GPU's own clocks, as timed).
@@ -126,40 +127,71 @@ def tidy(raw_csv: str, *, kernel: str, shapes: list[Shape]) -> "pd.DataFrame":
     return pd.DataFrame(rows)
 
 
+class Profiler:
+    """One ncu run over the profiling target, started in the background (``start``) and read back
+    (``wait``). The target takes the GPU lock itself once it has started, so ncu's and Python's start-up
+    overlap whatever holds the GPU meanwhile (the bench step's own timing, say)."""
+
+    def __init__(self, *, impl: str, entry: str | None, shapes: list[Shape], target_args: list[str], report: Path,
+                 log):
+        self.impl, self.entry, self.shapes, self.report, self.log = impl, entry, shapes, Path(report), log
+        self.target_args = target_args
+        self.ncu = ncu_path()
+        self.proc = None
+        self.csv_log = self.report.with_suffix(".ncu.log")
+        self.out = self.report.with_suffix(".ncu.out")
+
+    def start(self) -> "Profiler":
+        if self.ncu is None:
+            return self
+        target = [sys.executable, "-m", "sgemm_lab.profile_target", *self.target_args]
+        cmd = ncu_command(ncu=self.ncu, report=self.report.with_suffix(""), regex=kernel_regex(self.impl, self.entry),
+                          launches=len(self.shapes), target=target, csv_log=self.csv_log)
+        self.log.info("$ %s", " ".join(cmd))
+        env = dict(os.environ)
+        src = str(Path(__file__).resolve().parents[1])  # the target imports this package from the checkout
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+        self.report.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.out, "w") as fh:
+            self.proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        return self
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def wait(self) -> "pd.DataFrame":
+        """Tidy metrics; raises LabError('unavailable: ...') if ncu cannot profile here."""
+        if self.ncu is None:
+            raise LabError("unavailable: ncu not found on PATH")
+        code = self.proc.wait()
+        output = self.out.read_text() if self.out.exists() else ""
+        tool_log = self.csv_log.read_text() if self.csv_log.exists() else ""
+        for f in (self.out, self.csv_log):
+            f.unlink(missing_ok=True)
+        self.log.info("%s", output[-4000:])
+        self.log.info("%s", "\n".join(ln for ln in tool_log.splitlines() if ln.startswith("==")))
+        text = output + tool_log
+        if "ERR_NVGPUCTRPERM" in text:
+            raise LabError("unavailable: ERR_NVGPUCTRPERM (no permission for GPU performance counters; run with "
+                           "--cap-add SYS_ADMIN or set NVreg_RestrictProfilingToAdminUsers=0)")
+        if code != 0 or not self.report.exists():
+            last = next((ln for ln in reversed(text.splitlines()) if ln.strip()), "no output")
+            raise LabError(f"unavailable: ncu exited with {code} ({last.strip()[:200]})")
+        raw = csv_part(tool_log)
+        if raw:
+            try:
+                return tidy(raw, kernel=self.impl, shapes=self.shapes)
+            except (LabError, ValueError, KeyError) as exc:  # fall back to reading the report
+                self.log.info("ncu's CSV log could not be used (%s); reading the report back", exc)
+        return tidy(export_csv(self.ncu, self.report), kernel=self.impl, shapes=self.shapes)
+
+
 def run_profile(*, impl: str, entry: str | None, shapes: list[Shape], target_args: list[str], report: Path,
                 log) -> "pd.DataFrame":
-    """Profile ``impl``; return tidy metrics. Raises LabError('unavailable: ...') if ncu cannot."""
-    ncu = ncu_path()
-    if ncu is None:
-        raise LabError("unavailable: ncu not found on PATH")
-    target = [sys.executable, "-m", "sgemm_lab.profile_target", *target_args]
-    csv_log = report.with_suffix(".ncu.log")
-    cmd = ncu_command(ncu=ncu, report=report.with_suffix(""), regex=kernel_regex(impl, entry), launches=len(shapes),
-                      target=target, csv_log=csv_log)
-    log.info("$ %s", " ".join(cmd))
-    env = dict(os.environ)
-    src = str(Path(__file__).resolve().parents[1])  # the target imports this package from the checkout
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    tool_log = csv_log.read_text() if csv_log.exists() else ""
-    csv_log.unlink(missing_ok=True)
-    log.info("%s", proc.stdout[-4000:])
-    log.info("%s", proc.stderr[-4000:])
-    log.info("%s", "\n".join(ln for ln in tool_log.splitlines() if ln.startswith("==")))
-    text = proc.stdout + proc.stderr + tool_log
-    if "ERR_NVGPUCTRPERM" in text:
-        raise LabError("unavailable: ERR_NVGPUCTRPERM (no permission for GPU performance counters; run with "
-                       "--cap-add SYS_ADMIN or set NVreg_RestrictProfilingToAdminUsers=0)")
-    if proc.returncode != 0 or not report.exists():
-        last = next((ln for ln in reversed(text.splitlines()) if ln.strip()), "no output")
-        raise LabError(f"unavailable: ncu exited with {proc.returncode} ({last.strip()[:200]})")
-    raw = csv_part(tool_log)
-    if raw:
-        try:
-            return tidy(raw, kernel=impl, shapes=shapes)
-        except (LabError, ValueError, KeyError) as exc:  # fall back to reading the report
-            log.info("ncu's CSV log could not be used (%s); reading the report back", exc)
-    return tidy(export_csv(ncu, report), kernel=impl, shapes=shapes)
+    """Profile ``impl`` now; return tidy metrics. Raises LabError('unavailable: ...') if ncu cannot."""
+    return Profiler(impl=impl, entry=entry, shapes=shapes, target_args=target_args, report=report, log=log).start().wait()
 
 
 def target_args(*, config: dict, impl: str, binary: Path | None, record: Path | None, shapes: list[Shape],

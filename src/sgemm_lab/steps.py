@@ -242,13 +242,30 @@ BENCH_COLUMNS = ["kernel", "m", "n", "k", "status", "reason", "verified", "rel_e
 
 
 def bench(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path,
-          raw_config: dict | None = None) -> StepStatus | None:
-    load_spec(cfg, impl, record)
+          raw_config: dict | None = None, profile_out: Path | None = None) -> StepStatus | None:
+    """Verify and time ``impl`` at every bench shape (a supervised child process holding the GPU), and
+    profile it with Nsight Compute at the profile shapes (``profile_out``; an empty table for CPU
+    implementations or with ``profile.enabled: false``). ncu and its target start before the timing and
+    wait for the GPU, so their start-up costs no GPU time."""
+    from contextlib import ExitStack
+
+    spec = load_spec(cfg, impl, record)  # NotRun before any process starts if the build failed
     base = base_seed(cfg)
-    rows = _isolated_points(cfg, impl, "bench", cfg.bench.shapes, lambda s: point_seed(base, impl, s, "bench"),
-                            binary=binary, record=record, raw_config=raw_config)
-    io.write_csv(out, rows, columns=BENCH_COLUMNS)
-    return point_problems(rows, ("ok", "skipped"), "shapes")
+    with ExitStack() as stack:
+        profiler, profiling = None, profile_out is not None and cfg.profile.enabled and impl in cfg.gpu_implementations
+        if profiling:
+            profiler = start_profile(cfg, impl, spec, binary=binary, record=record, raw_config=raw_config,
+                                     out=profile_out)
+            if profiler is not None:
+                stack.callback(profiler.kill)
+        elif profile_out is not None:
+            io.write_csv(profile_out, [], columns=PROFILE_COLUMNS)
+        rows = _isolated_points(cfg, impl, "bench", cfg.bench.shapes, lambda s: point_seed(base, impl, s, "bench"),
+                                binary=binary, record=record, raw_config=raw_config)
+        io.write_csv(out, rows, columns=BENCH_COLUMNS)
+        verdict = point_problems(rows, ("ok", "skipped"), "shapes")
+        profiled = finish_profile(cfg, impl, profiler, out=profile_out) if profiling else None
+    return verdict or profiled
 
 
 def sweep_worker(raw_config: dict, kernel: str, seed: int):
@@ -381,32 +398,40 @@ def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> StepS
     return None
 
 
-def profile(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, raw_config: dict,
-            out: Path) -> StepStatus | None:
-    """ncu metrics of one implementation; 'unavailable: <reason>' rows instead of a failure."""
-    import pandas as pd
+PROFILE_COLUMNS = ["kernel", "m", "n", "k", "status", "metric", "value", "unit"]
 
-    from .profile import run_profile, target_args
 
-    spec = load_spec(cfg, impl, record)
+def start_profile(cfg: LabConfig, impl: str, spec: KernelSpec | None, *, binary: Path | None,
+                  record: Path | None, raw_config: dict, out: Path):
+    """Start Nsight Compute on ``impl`` at the profile shapes it supports (None: no shape it supports)."""
+    from .profile import Profiler, target_args
+
     shapes = [s for s in cfg.profile.shapes if spec is None or unsupported_reason(spec, s) is None]
-    rep = Path(out).with_suffix(".ncu-rep")
+    if not shapes:
+        return None
+    args = target_args(config=raw_config, impl=impl, binary=binary, record=record, shapes=shapes,
+                       gpu_lock=lock_path().resolve())
+    return Profiler(impl=impl, entry=None if spec is None else spec.entry, shapes=shapes, target_args=args,
+                    report=Path(out).with_suffix(".ncu-rep"), log=log).start()
+
+
+def finish_profile(cfg: LabConfig, impl: str, profiler, *, out: Path) -> StepStatus | None:
+    """ncu's metrics as tidy rows; 'unavailable: <reason>' rows (and status) when ncu cannot profile here."""
     try:
-        if not shapes:
+        if profiler is None:
             raise LabError("unavailable: no profile shape is supported by this stage")
-        df = run_profile(impl=impl, entry=None if spec is None else spec.entry, shapes=shapes, report=rep, log=log,
-                         target_args=target_args(config=raw_config, impl=impl, binary=binary, record=record,
-                                                 shapes=shapes, gpu_lock=lock_path().resolve()))
-        df.insert(4, "status", "ok")
-        log.info("[profile %s] %d metrics for %s; report %s", impl, len(df), ", ".join(map(str, shapes)), rep)
+        df = profiler.wait()
     except LabError as exc:
         if not str(exc).startswith("unavailable"):
             raise
         log.warning("[profile %s] %s", impl, exc)
-        df = pd.DataFrame([dict(kernel=impl, m=s.m, n=s.n, k=s.k, status=str(exc), metric=None, value=None, unit=None)
-                           for s in (shapes or cfg.profile.shapes)])
-        io.write_csv(out, df)
-        return StepStatus(status=UNAVAILABLE, message=str(exc).removeprefix("unavailable: "))
+        shapes = profiler.shapes if profiler is not None else cfg.profile.shapes
+        io.write_csv(out, [dict(kernel=impl, m=s.m, n=s.n, k=s.k, status=str(exc)) for s in shapes],
+                     columns=PROFILE_COLUMNS)
+        return StepStatus(status=UNAVAILABLE, message="profile: " + str(exc).removeprefix("unavailable: "))
+    df.insert(4, "status", "ok")
+    log.info("[profile %s] %d metrics for %s; report %s", impl, len(df), ", ".join(map(str, profiler.shapes)),
+             profiler.report)
     io.write_csv(out, df)
     return None
 

@@ -128,7 +128,6 @@ def all_statuses():
         "bench": list(LAB.implementations),
         "sweep": swept_ids(),
         "epilogue": [k.id for k in LAB.fused],
-        "profile": list(LAB.gpu_implementations) if LAB.profile.enabled else [],
     }
     paths = [f"{s}/{step}/{kernel}.json" for step, kernels in per_kernel.items() for kernel in kernels]
     paths += [f"{s}/ceilings.json"] if LAB.gpu_implementations else []
