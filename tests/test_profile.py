@@ -16,23 +16,66 @@ RAW = ('"ID","Kernel Name","gpu__time_duration.sum","dram__bytes_read.sum","laun
        '"1","sgemm_x","98765","67,108,864","128","0.5"\n')
 
 
+BIG, SMALL = Shape(m=4096, n=4096, k=4096), Shape(m=1024, n=1024, k=1024)
+
+
+def _item(impl, entry, *shapes):
+    return profile.ProfileItem(impl=impl, entry=entry, shapes=tuple(shapes))
+
+
 def test_tidy_from_raw_csv():
-    shapes = [Shape(m=1024, n=1024, k=1024), Shape(m=4096, n=4096, k=4096)]
-    df = profile.tidy(RAW, kernel="x", shapes=shapes)
+    df = profile.tidy(RAW, items=[_item("x", "sgemm_x", SMALL, BIG)])
     assert set(df.metric) == {"duration", "dram_bytes_read", "registers_per_thread", "stall_barrier"}
     big = df[df.m == 4096].set_index("metric")
     assert big.loc["dram_bytes_read", "value"] == 67108864 and big.loc["duration", "unit"] == "ns"
     with pytest.raises(Exception, match="expected 3"):
-        profile.tidy(RAW, kernel="x", shapes=shapes + [shapes[0]])
+        profile.tidy(RAW, items=[_item("x", "sgemm_x", SMALL, BIG, SMALL)])
+
+
+def test_launches_are_attributed_in_order_and_checked_by_name():
+    raw = RAW.replace('"1","sgemm_x"', '"1","sm90_xmma_gemm_f32f32_nn"')
+    items = [_item("x", "sgemm_x", BIG), _item("cublas", None, BIG)]
+    df = profile.tidy(raw, items=items)
+    assert df.groupby("kernel").ncu_kernel.first().to_dict() == {"x": "sgemm_x", "cublas": "sm90_xmma_gemm_f32f32_nn"}
+    assert df[df.kernel == "cublas"].set_index("metric").loc["duration", "value"] == 98765
+    with pytest.raises(Exception, match="launch 0 is sgemm_x, expected a cuBLAS gemm kernel for cublas"):
+        profile.tidy(raw, items=items[::-1])
+    with pytest.raises(Exception, match="launch 1 is sgemm_x, expected sgemm_y"):
+        profile.tidy(RAW, items=[_item("x", "sgemm_x", BIG), _item("y", "sgemm_y", BIG)])
+
+
+def test_kernel_regex_names_every_entry_and_cublas():
+    items = [_item("a", "sgemm_b", BIG), _item("c", "sgemm_a", BIG), _item("d", "sgemm_a", BIG)]
+    assert profile.kernel_regex(items) == "regex:^(sgemm_a|sgemm_b)$"
+    assert profile.kernel_regex(items + [_item("cublas", None, BIG)]) == "regex:^(sgemm_a|sgemm_b)$|gemm"
+    assert profile.kernel_regex([_item("cublas", None, BIG)]) == "regex:gemm"
+    assert [(i.impl, s) for i, s in profile.launches([_item("a", "e", SMALL, BIG), _item("b", "f", BIG)])] == \
+        [("a", SMALL), ("a", BIG), ("b", BIG)]
 
 
 def _profile(lab, raw_config, tmp_path):
-    """What the bench step does around its timing: start ncu, then read it back."""
+    """The profile step with cuBLAS only (no build needed) where ncu cannot profile."""
     out = tmp_path / "cublas.csv"
-    profiler = steps.start_profile(lab, "cublas", None, binary=None, record=None, raw_config=raw_config, out=out)
-    status = steps.finish_profile(lab, "cublas", profiler, out=out)
+    status = steps.profile(lab, builds={"cublas": (None, None)}, outs={"cublas": out},
+                           report=tmp_path / "ladder.ncu-rep", raw_config=raw_config)
     assert status.status == "unavailable" and status.message.startswith("profile: ")
     return pd.read_csv(out)
+
+
+def test_failed_build_is_a_row_not_a_profile(lab, raw_config, tmp_path, monkeypatch):
+    from sgemm_lab import io
+
+    monkeypatch.setattr(profile.shutil, "which", lambda name: None)
+    kid = lab.gpu_implementations[0]
+    rec = tmp_path / f"{kid}.json"
+    io.write_json(rec, dict(kernel=kid, status="failed", message="nvcc failed: x.cu(3): error"))
+    outs = {kid: tmp_path / f"{kid}.csv", "cublas": tmp_path / "cublas.csv"}
+    status = steps.profile(lab, builds={kid: (tmp_path / "x.bin", rec), "cublas": (None, None)}, outs=outs,
+                           report=tmp_path / "ladder.ncu-rep", raw_config=raw_config)
+    assert status.status == "unavailable"
+    failed = pd.read_csv(outs[kid])
+    assert failed.status.str.startswith("not run: build failed: nvcc failed").all()
+    assert (pd.read_csv(outs["cublas"]).status == "unavailable: ncu not found on PATH").all()
 
 
 def test_missing_ncu_is_a_status_not_a_failure(lab, raw_config, tmp_path, monkeypatch):

@@ -27,7 +27,7 @@ from .outcome import FAILED, NOT_RUN, OK, StepRecord, StepStatus, first_line
 log = logs.log
 
 # Steps whose failure is one stage's (or one figure's) problem: recorded, and the run goes on.
-TOLERANT = {"build", "check", "bench", "sweep", "epilogue", "ceilings",
+TOLERANT = {"build", "check", "bench", "profile", "sweep", "epilogue", "ceilings",
             "failure_tests", "plot"}
 
 
@@ -36,6 +36,16 @@ def _optional(item) -> Path | None:
     if item is None or isinstance(item, (str, Path)):
         return Path(item) if item else None
     return next((Path(p) for p in item), None)
+
+
+def _builds(builds: dict) -> dict[str, tuple[Path | None, Path | None]]:
+    """impl -> (binary, record) from the profile rule's params (empty strings for cuBLAS)."""
+    return {impl: tuple(Path(x) if x else None for x in pair) for impl, pair in builds.items()}
+
+
+def _profile_outs(o) -> dict[str, Path]:
+    """impl -> its tidy profile table (``results/<run>/profile/<impl>.csv``)."""
+    return {Path(p).stem: Path(p) for p in o.profiles}
 
 
 def _from_snakemake(step: str, smk) -> Callable[[LabConfig], StepStatus | None]:
@@ -51,8 +61,9 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], StepStatus | None]:
                                    record_out=Path(o.record), sweeps=[Path(p) for p in getattr(i, "sweeps", [])]),
         "check": lambda c: s.check(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config),
                                    sanitize_out=Path(o.sanitize) if getattr(o, "sanitize", None) else None),
-        "bench": lambda c: s.bench(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config),
-                                   profile_out=Path(o.profile) if getattr(o, "profile", None) else None),
+        "bench": lambda c: s.bench(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config)),
+        "profile": lambda c: s.profile(c, builds=_builds(smk.params.builds), outs=_profile_outs(o),
+                                       report=Path(smk.params.report), raw_config=dict(smk.config)),
         "sweep": lambda c: s.sweep(c, impl, env_json=Path(i.env), out=Path(o[0]), raw_config=dict(smk.config)),
         "epilogue": lambda c: s.epilogue(c, impl, env_json=Path(i.env), out=Path(o[0])),
         "ceilings": lambda c: s.ceilings(c, out=Path(o[0])),
@@ -99,10 +110,9 @@ def _check(smk, rec: StepRecord) -> None:
         io.write_csv(Path(smk.output.sanitize), [], columns=steps.SANITIZE_COLUMNS)
 
 
-def _bench(smk, rec: StepRecord) -> None:
-    io.write_csv(Path(smk.output[0]), [], columns=steps.BENCH_COLUMNS)
-    if getattr(smk.output, "profile", None):
-        io.write_csv(Path(smk.output.profile), [], columns=steps.PROFILE_COLUMNS)
+def _profile(smk, rec: StepRecord) -> None:
+    for out in smk.output.profiles:
+        io.write_csv(Path(out), [], columns=steps.PROFILE_COLUMNS)
 
 
 def _ceilings(smk, rec: StepRecord) -> None:
@@ -122,7 +132,8 @@ def _figures(smk, rec: StepRecord) -> None:
 EMPTY_OUTPUTS: dict[str, Callable] = {
     "build": _build,
     "check": _check,
-    "bench": _bench,
+    "bench": _empty_csv(steps.BENCH_COLUMNS),
+    "profile": _profile,
     "sweep": _empty_csv(["kernel", "m", "n", "k", "params", "status", "reason"]),
     "epilogue": _empty_csv(["m", "n", "k", "act", "implementation", "padded", "verified", "tflops", "median_ms",
                             "reason"]),

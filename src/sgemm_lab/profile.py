@@ -1,10 +1,13 @@
-"""Nsight Compute: one ncu run per implementation, tidy metrics read back from ncu's own CSV export.
+"""Nsight Compute: one ncu run over every GPU implementation, tidy metrics read back from ncu's own CSV.
 
-The bench step starts ncu before its own timing (``Profiler.start``) and reads the metrics after it
-(``Profiler.wait``). The profiled process (``python -m sgemm_lab.profile_target``) warms the GPU up with a spin kernel
-(``lab_spin``, never matched), then launches the implementation once per profiled shape. ncu selects
-the launches by kernel-name regex (the entry name; ``gemm`` for cuBLAS, whose kernel names vary) with
-``--launch-count`` = number of shapes and ``--clock-control none`` (the GPU's own clocks, as timed).
+The profile step starts one ncu process (``Profiler.start``) over one profiled process
+(``python -m sgemm_lab.profile_target --plan``) that loads each implementation in turn and launches it
+once per profile shape, after warming the GPU up with a spin kernel (``lab_spin``, never matched). One
+ncu start-up, one perfworks set-up and one report for the whole ladder, instead of one per stage.
+ncu selects the launches by kernel-name regex (the entry names, and ``gemm`` for cuBLAS, whose kernel
+names vary) with ``--launch-count`` = number of launches and ``--clock-control none`` (the GPU's own
+clocks, as timed); the profiled launches are matched back to (implementation, shape) in launch order,
+and each match is checked against the kernel's name.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from .config import Shape
@@ -70,8 +73,34 @@ def ncu_path() -> str | None:
     return shutil.which("ncu")
 
 
-def kernel_regex(impl: str, entry: str | None) -> str:
-    return "regex:gemm" if entry is None else f"regex:^{entry}$"
+@dataclass(frozen=True, kw_only=True)
+class ProfileItem:
+    """One implementation to profile: its kernel's entry name (None: cuBLAS), the shapes, and the build
+    the profiled process loads (none for cuBLAS)."""
+
+    impl: str
+    entry: str | None
+    shapes: tuple[Shape, ...]
+    binary: str = ""
+    record: str = ""
+
+    def as_plan(self) -> dict:
+        return dict(impl=self.impl, binary=self.binary, record=self.record,
+                    shapes=[f"{s.m}x{s.n}x{s.k}" for s in self.shapes])
+
+
+def kernel_regex(items: list[ProfileItem]) -> str:
+    """The entry names, anchored, and ``gemm`` when cuBLAS is among them (its kernel names vary)."""
+    names = sorted({i.entry for i in items if i.entry})
+    parts = [f"^({'|'.join(names)})$"] if names else []
+    if any(i.entry is None for i in items):
+        parts.append("gemm")
+    return "regex:" + "|".join(parts)
+
+
+def launches(items: list[ProfileItem]) -> list[tuple[ProfileItem, Shape]]:
+    """Every profiled launch in the order the profiled process makes them."""
+    return [(item, shape) for item in items for shape in item.shapes]
 
 
 def ncu_command(*, ncu: str, report: Path, regex: str, launches: int, target: list[str],
@@ -98,21 +127,29 @@ def export_csv(ncu: str, report: Path) -> str:
     return proc.stdout
 
 
-def tidy(raw_csv: str, *, kernel: str, shapes: list[Shape]) -> "pd.DataFrame":
+def tidy(raw_csv: str, *, items: list[ProfileItem]) -> "pd.DataFrame":
     """ncu's raw CSV page (header row, units row, one row per profiled launch) -> tidy rows.
 
-    Launches are matched to ``shapes`` in order (the target launches them in that order).
+    Launches are matched to ``launches(items)`` in order (the profiled process makes them in that
+    order); a launch whose kernel name is not the implementation's entry (or, for cuBLAS, has no
+    ``gemm`` in it) means the order is off, and nothing is attributed.
     """
     import pandas as pd
 
     df = pd.read_csv(_io.StringIO(raw_csv))
     units = df.iloc[0]
     data = df.iloc[1:].reset_index(drop=True)
-    if len(data) != len(shapes):
-        raise LabError(f"ncu profiled {len(data)} launches of {kernel}, expected {len(shapes)}")
+    expected = launches(items)
+    if len(data) != len(expected):
+        raise LabError(f"ncu profiled {len(data)} launches, expected {len(expected)} "
+                       f"({', '.join(i.impl for i in items)})")
+    ours = {i.entry for i in items if i.entry}
     rows = []
-    for i, shape in enumerate(shapes):
+    for i, (item, shape) in enumerate(expected):
         name = str(data.loc[i, "Kernel Name"]) if "Kernel Name" in data else ""
+        if name and (name != item.entry if item.entry else ("gemm" not in name or name in ours)):
+            raise LabError(f"ncu launch {i} is {name}, expected {item.entry or 'a cuBLAS gemm kernel'} "
+                           f"for {item.impl} at {shape}")
         for metric, short in METRICS.items():
             if metric not in data.columns:
                 continue
@@ -122,7 +159,7 @@ def tidy(raw_csv: str, *, kernel: str, shapes: list[Shape]) -> "pd.DataFrame":
             except ValueError:
                 continue
             unit = units.get(metric)
-            rows.append(dict(kernel=kernel, m=shape.m, n=shape.n, k=shape.k, metric=short, value=value,
+            rows.append(dict(kernel=item.impl, m=shape.m, n=shape.n, k=shape.k, metric=short, value=value,
                              unit="" if pd.isna(unit) else str(unit), ncu_metric=metric, ncu_kernel=name))
     return pd.DataFrame(rows)
 
@@ -130,28 +167,30 @@ def tidy(raw_csv: str, *, kernel: str, shapes: list[Shape]) -> "pd.DataFrame":
 class Profiler:
     """One ncu run over the profiling target, started in the background (``start``) and read back
     (``wait``). The target takes the GPU lock itself once it has started, so ncu's and Python's start-up
-    overlap whatever holds the GPU meanwhile (the bench step's own timing, say)."""
+    overlap whatever holds the GPU meanwhile."""
 
-    def __init__(self, *, impl: str, entry: str | None, shapes: list[Shape], target_args: list[str], report: Path,
-                 log):
-        self.impl, self.entry, self.shapes, self.report, self.log = impl, entry, shapes, Path(report), log
-        self.target_args = target_args
+    def __init__(self, *, items: list[ProfileItem], config: dict, report: Path, log, gpu_lock: Path | None = None):
+        self.items, self.report, self.log = list(items), Path(report), log
         self.ncu = ncu_path()
         self.proc = None
         self.csv_log = self.report.with_suffix(".ncu.log")
         self.out = self.report.with_suffix(".ncu.out")
+        self.plan = self.report.with_suffix(".plan.json")
+        self.target_args = ["--config-json", json.dumps(config), "--plan", str(self.plan),
+                            "--gpu-lock", str(gpu_lock or "")]
 
     def start(self) -> "Profiler":
         if self.ncu is None:
             return self
+        self.report.parent.mkdir(parents=True, exist_ok=True)
+        self.plan.write_text(json.dumps([i.as_plan() for i in self.items], indent=1) + "\n")
         target = [sys.executable, "-m", "sgemm_lab.profile_target", *self.target_args]
-        cmd = ncu_command(ncu=self.ncu, report=self.report.with_suffix(""), regex=kernel_regex(self.impl, self.entry),
-                          launches=len(self.shapes), target=target, csv_log=self.csv_log)
+        cmd = ncu_command(ncu=self.ncu, report=self.report.with_suffix(""), regex=kernel_regex(self.items),
+                          launches=len(launches(self.items)), target=target, csv_log=self.csv_log)
         self.log.info("$ %s", " ".join(cmd))
         env = dict(os.environ)
         src = str(Path(__file__).resolve().parents[1])  # the target imports this package from the checkout
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
-        self.report.parent.mkdir(parents=True, exist_ok=True)
         with open(self.out, "w") as fh:
             self.proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         return self
@@ -161,11 +200,15 @@ class Profiler:
             self.proc.kill()
             self.proc.wait()
 
-    def wait(self) -> "pd.DataFrame":
+    def wait(self, timeout_s: float | None = None) -> "pd.DataFrame":
         """Tidy metrics; raises LabError('unavailable: ...') if ncu cannot profile here."""
         if self.ncu is None:
             raise LabError("unavailable: ncu not found on PATH")
-        code = self.proc.wait()
+        try:
+            code = self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise LabError(f"ncu did not finish within {timeout_s:g} s") from None
         output = self.out.read_text() if self.out.exists() else ""
         tool_log = self.csv_log.read_text() if self.csv_log.exists() else ""
         for f in (self.out, self.csv_log):
@@ -182,22 +225,16 @@ class Profiler:
         raw = csv_part(tool_log)
         if raw:
             try:
-                return tidy(raw, kernel=self.impl, shapes=self.shapes)
+                return tidy(raw, items=self.items)
             except (LabError, ValueError, KeyError) as exc:  # fall back to reading the report
                 self.log.info("ncu's CSV log could not be used (%s); reading the report back", exc)
-        return tidy(export_csv(self.ncu, self.report), kernel=self.impl, shapes=self.shapes)
-
-
-def run_profile(*, impl: str, entry: str | None, shapes: list[Shape], target_args: list[str], report: Path,
-                log) -> "pd.DataFrame":
-    """Profile ``impl`` now; return tidy metrics. Raises LabError('unavailable: ...') if ncu cannot."""
-    return Profiler(impl=impl, entry=entry, shapes=shapes, target_args=target_args, report=report, log=log).start().wait()
+        return tidy(export_csv(self.ncu, self.report), items=self.items)
 
 
 def target_args(*, config: dict, impl: str, binary: Path | None, record: Path | None, shapes: list[Shape],
                 gpu_lock: Path | None = None) -> list[str]:
-    """Arguments of ``sgemm_lab.profile_target``; with ``gpu_lock`` the target takes that lock (exclusive)
-    after its start-up, so ncu's and Python's start overlap other jobs' GPU work."""
+    """Arguments of ``sgemm_lab.profile_target`` for one implementation (the sanitizers' runs); with
+    ``gpu_lock`` the target takes that lock (exclusive) after its start-up."""
     return ["--config-json", json.dumps(config), "--impl", impl, "--binary", str(binary or ""),
             "--record", str(record or ""), "--gpu-lock", str(gpu_lock or ""),
             "--shapes", *[f"{s.m}x{s.n}x{s.k}" for s in shapes]]

@@ -1,8 +1,13 @@
-"""The process Nsight Compute profiles: one launch of one implementation per shape, after a warm-up.
+"""The process Nsight Compute profiles (and compute-sanitizer checks): one launch per implementation
+and shape, each after a warm-up.
 
+    python -m sgemm_lab.profile_target --config-json '{...}' --plan results/<run>/profile/ladder.plan.json
     python -m sgemm_lab.profile_target --config-json '{...}' --impl <kernel> \\
         --binary results/<run>/build/<kernel>.bin --record results/<run>/build/<kernel>.json \\
         --shapes 1024x1024x1024 4096x4096x4096
+
+A plan is a JSON list of {impl, binary, record, shapes}; the launches follow its order (implementation
+by implementation, shapes in order), which is how the profile step attributes ncu's rows.
 """
 
 from __future__ import annotations
@@ -23,13 +28,18 @@ extern "C" __global__ void lab_spin(float* out, int iters) {
 """
 
 
+WARMUP_S = 0.2  # load before the first launch, so that the SM clock is up, as when timed
+REWARM_S = 0.05  # before each later launch: the clock is already up, this keeps it there
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--config-json", required=True)
-    ap.add_argument("--impl", required=True)
+    ap.add_argument("--plan", default="", help="JSON list of {impl, binary, record, shapes}, launched in order")
+    ap.add_argument("--impl", default="")
     ap.add_argument("--binary", default="")
     ap.add_argument("--record", default="")
-    ap.add_argument("--shapes", nargs="+", required=True)
+    ap.add_argument("--shapes", nargs="+", default=[])
     ap.add_argument("--no-warmup", action="store_true", help="skip the spin warm-up (sanitizer runs)")
     ap.add_argument("--verify", action="store_true", help="also check the result against float64 (sanitizer runs)")
     ap.add_argument("--gpu-lock", default="", help="take the pipeline's GPU lock (this file, exclusive) for the GPU part")
@@ -42,52 +52,77 @@ def main(argv=None) -> None:
     from .steps import load_spec
 
     cfg = from_dict(json.loads(args.config_json), trusted=True)
-    spec = load_spec(cfg, args.impl, Path(args.record) if args.record else None)
-    shapes = [Shape.of([int(x) for x in s.split("x")]) for s in args.shapes]
+    if args.plan:
+        plan = json.loads(Path(args.plan).read_text())
+    elif args.impl and args.shapes:
+        plan = [dict(impl=args.impl, binary=args.binary, record=args.record, shapes=args.shapes)]
+    else:
+        ap.error("give --plan, or --impl with --shapes")
+    items = []
+    for it in plan:
+        spec = load_spec(cfg, it["impl"], Path(it["record"]) if it.get("record") else None)
+        shapes = [Shape.of([int(x) for x in s.split("x")]) for s in it["shapes"]]
+        items.append((it["impl"], spec, it.get("binary", ""), shapes))
     rng = np.random.default_rng(0)
-    hosts = [[rng.random(d, dtype=np.float32) * 2 - 1 for d in ((s.m, s.k), (s.k, s.n), (s.m, s.n))] for s in shapes]
+    hosts = {}  # one set of inputs per distinct shape, shared by the implementations
+    for _, _, _, shapes in items:
+        for s in shapes:
+            if s not in hosts:
+                hosts[s] = [rng.random(d, dtype=np.float32) * 2 - 1 for d in ((s.m, s.k), (s.k, s.n), (s.m, s.n))]
     from . import gpu
 
     gpu.init_driver()  # driver start-up (and the profiler's, which hooks in here) creates no context yet
     with ExitStack() as stack:
         if args.gpu_lock:  # everything before this (interpreter, imports, inputs) overlaps other GPU work
             stack.enter_context(gpu_lock(exclusive=True, path=Path(args.gpu_lock)))
-        _run_on_gpu(args, cfg, spec, shapes, hosts)
+        _run_on_gpu(args, cfg, items, hosts)
 
 
-def _run_on_gpu(args, cfg, spec, shapes, hosts) -> None:
+def _run_on_gpu(args, cfg, items, hosts) -> None:
     from . import gpu
 
     cuda = gpu.driver()
     stream = cuda.Stream()
-    if spec is None:
-        launch = gpu.CublasLauncher(stream)
-    else:
-        launch = gpu.KernelLauncher(spec, Path(args.binary).read_bytes())
     from pycuda.compiler import SourceModule
 
     spin = SourceModule(SPIN, no_extern_c=True).get_function("lab_spin")
     scratch = cuda.mem_alloc(4)
-    bufs = []
-    for shape, host in zip(shapes, hosts):
+    bufs = {}
+    for shape, host in hosts.items():
         b = gpu.Buffers(shape)
         b.upload(*host)
-        bufs.append(b)
-    for shape, b in zip(shapes, bufs):
-        t0 = time.perf_counter()  # ~200 ms of load so the SM clock is up, as when timed
-        while not args.no_warmup and time.perf_counter() - t0 < 0.2:
-            spin(scratch, np.int32(1 << 16), block=(256, 1, 1), grid=(1024, 1), stream=stream)
+        bufs[shape] = b
+    cublas = None
+    warm = args.no_warmup
+    for impl, spec, binary, shapes in items:
+        if spec is None:
+            cublas = cublas or gpu.CublasLauncher(stream)
+            launch = cublas
+        else:
+            launch = gpu.KernelLauncher(spec, Path(binary).read_bytes())
+        for shape in shapes:
+            b = bufs[shape]
+            if args.verify:
+                b.upload(*hosts[shape])  # C as generated: the check below assumes it
+            t0, spell = time.perf_counter(), (REWARM_S if warm else WARMUP_S)
+            while not args.no_warmup and time.perf_counter() - t0 < spell:
+                spin(scratch, np.int32(1 << 16), block=(256, 1, 1), grid=(1024, 1), stream=stream)
+                stream.synchronize()
+            warm = True
+            launch(shape, cfg.check.alpha, b.a, b.b, cfg.check.beta, b.c, stream)
             stream.synchronize()
-        launch(shape, cfg.check.alpha, b.a, b.b, cfg.check.beta, b.c, stream)
-        stream.synchronize()
-    if args.verify:
-        from .verify import Problem, compare, references, tolerance
+            if args.verify:
+                _verify(impl, cfg, shape, b, hosts[shape])
 
-        for shape, b, (ha, hb, hc) in zip(shapes, bufs, hosts):
-            p = Problem(shape=shape, alpha=cfg.check.alpha, beta=cfg.check.beta, a=ha, b=hb, c=hc, seed=0)
-            v = compare(b.download_c(), references(p)[0], tolerance(shape.k, cfg.check.tolerance_factor))
-            if not v.passed:
-                raise SystemExit(f"{args.impl} at {shape}: {v.reason}")
+
+def _verify(impl, cfg, shape, b, host) -> None:
+    from .verify import Problem, compare, references, tolerance
+
+    ha, hb, hc = host
+    p = Problem(shape=shape, alpha=cfg.check.alpha, beta=cfg.check.beta, a=ha, b=hb, c=hc, seed=0)
+    v = compare(b.download_c(), references(p)[0], tolerance(shape.k, cfg.check.tolerance_factor))
+    if not v.passed:
+        raise SystemExit(f"{impl} at {shape}: {v.reason}")
 
 
 if __name__ == "__main__":

@@ -342,8 +342,9 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
                 f"![bank conflicts and occupancy]({fig.get('memory', '')})", ""]
         if unavailable:
             out += ["Not profiled: " + "; ".join(unavailable) + ".", ""]
-        out += [f"The Nsight Compute reports (`.ncu-rep`, one per implementation, for the GUI) are kept by the "
-                f"pipeline in `results/{cfg.run}/profile/`; the tidy metrics are `ncu_metrics.csv` here.", ""]
+        out += [f"All implementations are profiled in one Nsight Compute run; its report (for the GUI) is kept by "
+                f"the pipeline as `results/{cfg.run}/profile/ladder.ncu-rep`; the tidy metrics are `ncu_metrics.csv` "
+                "here.", ""]
     cpu = cpu_table(cfg, ok)
     if cpu:
         out += ["## GPU over CPU", "", cpu, ""]

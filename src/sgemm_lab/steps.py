@@ -242,30 +242,14 @@ BENCH_COLUMNS = ["kernel", "m", "n", "k", "status", "reason", "verified", "rel_e
 
 
 def bench(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path,
-          raw_config: dict | None = None, profile_out: Path | None = None) -> StepStatus | None:
-    """Verify and time ``impl`` at every bench shape (a supervised child process holding the GPU), and
-    profile it with Nsight Compute at the profile shapes (``profile_out``; an empty table for CPU
-    implementations or with ``profile.enabled: false``). ncu and its target start before the timing and
-    wait for the GPU, so their start-up costs no GPU time."""
-    from contextlib import ExitStack
-
-    spec = load_spec(cfg, impl, record)  # NotRun before any process starts if the build failed
+          raw_config: dict | None = None) -> StepStatus | None:
+    """Verify and time ``impl`` at every bench shape (a supervised child process holding the GPU)."""
+    load_spec(cfg, impl, record)  # NotRun before any process starts if the build failed
     base = base_seed(cfg)
-    with ExitStack() as stack:
-        profiler, profiling = None, profile_out is not None and cfg.profile.enabled and impl in cfg.gpu_implementations
-        if profiling:
-            profiler = start_profile(cfg, impl, spec, binary=binary, record=record, raw_config=raw_config,
-                                     out=profile_out)
-            if profiler is not None:
-                stack.callback(profiler.kill)
-        elif profile_out is not None:
-            io.write_csv(profile_out, [], columns=PROFILE_COLUMNS)
-        rows = _isolated_points(cfg, impl, "bench", cfg.bench.shapes, lambda s: point_seed(base, impl, s, "bench"),
-                                binary=binary, record=record, raw_config=raw_config)
-        io.write_csv(out, rows, columns=BENCH_COLUMNS)
-        verdict = point_problems(rows, ("ok", "skipped"), "shapes")
-        profiled = finish_profile(cfg, impl, profiler, out=profile_out) if profiling else None
-    return verdict or profiled
+    rows = _isolated_points(cfg, impl, "bench", cfg.bench.shapes, lambda s: point_seed(base, impl, s, "bench"),
+                            binary=binary, record=record, raw_config=raw_config)
+    io.write_csv(out, rows, columns=BENCH_COLUMNS)
+    return point_problems(rows, ("ok", "skipped"), "shapes")
 
 
 def sweep_worker(raw_config: dict, kernel: str, seed: int):
@@ -401,38 +385,52 @@ def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> StepS
 PROFILE_COLUMNS = ["kernel", "m", "n", "k", "status", "metric", "value", "unit"]
 
 
-def start_profile(cfg: LabConfig, impl: str, spec: KernelSpec | None, *, binary: Path | None,
-                  record: Path | None, raw_config: dict, out: Path):
-    """Start Nsight Compute on ``impl`` at the profile shapes it supports (None: no shape it supports)."""
-    from .profile import Profiler, target_args
+def profile(cfg: LabConfig, *, builds: dict[str, tuple[Path | None, Path | None]], outs: dict[str, Path],
+            report: Path, raw_config: dict) -> StepStatus | None:
+    """Nsight Compute on every GPU implementation (``builds``: impl -> binary, record; none for cuBLAS) at
+    the profile shapes each supports, in one ncu run; one tidy table per implementation (``outs``).
+    A stage whose build failed, or that supports no profile shape, gets a row saying so."""
+    from .profile import ProfileItem, Profiler
 
-    shapes = [s for s in cfg.profile.shapes if spec is None or unsupported_reason(spec, s) is None]
-    if not shapes:
+    items, skipped = [], {}
+    for impl, (binary, record) in builds.items():
+        try:
+            spec = load_spec(cfg, impl, record)
+        except NotRun as exc:
+            skipped[impl] = f"not run: {exc}"
+            continue
+        shapes = tuple(s for s in cfg.profile.shapes if spec is None or unsupported_reason(spec, s) is None)
+        if not shapes:
+            skipped[impl] = "unavailable: no profile shape is supported by this stage"
+            continue
+        items.append(ProfileItem(impl=impl, entry=None if spec is None else spec.entry, shapes=shapes,
+                                 binary=str(binary or ""), record=str(record or "")))
+    for impl, why in skipped.items():
+        log.info("[profile %s] %s", impl, why)
+        io.write_csv(outs[impl], [dict(kernel=impl, m=s.m, n=s.n, k=s.k, status=why) for s in cfg.profile.shapes],
+                     columns=PROFILE_COLUMNS)
+    if not items:
         return None
-    args = target_args(config=raw_config, impl=impl, binary=binary, record=record, shapes=shapes,
-                       gpu_lock=lock_path().resolve())
-    return Profiler(impl=impl, entry=None if spec is None else spec.entry, shapes=shapes, target_args=args,
-                    report=Path(out).with_suffix(".ncu-rep"), log=log).start()
-
-
-def finish_profile(cfg: LabConfig, impl: str, profiler, *, out: Path) -> StepStatus | None:
-    """ncu's metrics as tidy rows; 'unavailable: <reason>' rows (and status) when ncu cannot profile here."""
+    profiler = Profiler(items=items, config=raw_config, report=report, log=log, gpu_lock=lock_path().resolve())
+    log.info("[profile] %d implementations: %s", len(items), ", ".join(i.impl for i in items))
     try:
-        if profiler is None:
-            raise LabError("unavailable: no profile shape is supported by this stage")
-        df = profiler.wait()
+        df = profiler.start().wait(timeout_s=cfg.watchdog_s + 30 * len(items))
     except LabError as exc:
         if not str(exc).startswith("unavailable"):
             raise
-        log.warning("[profile %s] %s", impl, exc)
-        shapes = profiler.shapes if profiler is not None else cfg.profile.shapes
-        io.write_csv(out, [dict(kernel=impl, m=s.m, n=s.n, k=s.k, status=str(exc)) for s in shapes],
-                     columns=PROFILE_COLUMNS)
+        log.warning("[profile] %s", exc)
+        for item in items:
+            io.write_csv(outs[item.impl], [dict(kernel=item.impl, m=s.m, n=s.n, k=s.k, status=str(exc))
+                                           for s in item.shapes], columns=PROFILE_COLUMNS)
         return StepStatus(status=UNAVAILABLE, message="profile: " + str(exc).removeprefix("unavailable: "))
+    finally:
+        profiler.kill()
     df.insert(4, "status", "ok")
-    log.info("[profile %s] %d metrics for %s; report %s", impl, len(df), ", ".join(map(str, profiler.shapes)),
-             profiler.report)
-    io.write_csv(out, df)
+    for item in items:
+        part = df[df.kernel == item.impl]
+        log.info("[profile %s] %d metrics for %s", item.impl, len(part), ", ".join(map(str, item.shapes)))
+        io.write_csv(outs[item.impl], part)
+    log.info("[profile] report %s", report)
     return None
 
 

@@ -5,9 +5,20 @@
 Each case uses the real steps (supervised child processes, real CUDA launches) on a deliberately
 broken kernel, and checks that the failure is one row with a clear status while the other points of
 the same job are still measured.
+
+This process never initialises CUDA itself (device queries and builds, which load the cubin, run in
+child processes), so that the steps' supervised children are forked, as in the pipeline's jobs,
+rather than started as fresh interpreters.
 """
 
 import importlib.util
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -39,6 +50,23 @@ extern "C" __global__ void sgemm_broken(int M, int N, int K, float alpha, const 
 WATCHDOG_S = 3
 
 
+def _device() -> dict:
+    """The GPU's record (sgemm_lab.gpu.DeviceInfo as a dict), queried by a child process."""
+    code = ("import dataclasses, json; from sgemm_lab import gpu; "
+            "print(json.dumps(dataclasses.asdict(gpu.device_info())))")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(Path(cfgmod.ROOT) / "src"),
+                                                                    os.environ.get("PYTHONPATH")) if p))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _in_child(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` in a forked child (it may use CUDA; this process must not); its result
+    or exception comes back."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork")) as pool:
+        return pool.submit(fn, *args, **kwargs).result()
+
+
 @pytest.fixture(scope="module")
 def broken(tmp_path_factory):
     mp = pytest.MonkeyPatch()
@@ -58,10 +86,8 @@ def broken(tmp_path_factory):
                         "geometry": "elementwise", "params": {"BLOCK": 256}, "shapes": "any"}]}
     cfg = cfgmod.from_dict(raw)
     env = tmp_path / "environment.json"
-    from sgemm_lab import gpu
-
-    io.write_json(env, {"gpu": {"arch": gpu.device_info().arch}})
-    steps.build(cfg, "99_broken", env_json=env, binary_out=tmp_path / "b.bin", record_out=tmp_path / "b.json")
+    io.write_json(env, {"gpu": _device()})
+    _in_child(steps.build, cfg, "99_broken", env_json=env, binary_out=tmp_path / "b.bin", record_out=tmp_path / "b.json")
     yield cfg, raw, tmp_path
     mp.undo()
 
@@ -135,8 +161,8 @@ def test_too_many_resources_is_rejected_before_launch(broken, record_property):
                                "geometry": "elementwise", "params": {"BLOCK": 1024}, "shapes": "any",
                                "max_local_bytes": 4096}])
     with pytest.raises(CompileError) as err:
-        steps.build(cfgmod.from_dict(raw2), "99_heavy", env_json=tmp / "environment.json",
-                    binary_out=tmp / "h.bin", record_out=tmp / "h.json")
+        _in_child(steps.build, cfgmod.from_dict(raw2), "99_heavy", env_json=tmp / "environment.json",
+                  binary_out=tmp / "h.bin", record_out=tmp / "h.json")
     assert "99_heavy" in str(err.value) and "\n" not in str(err.value)
     assert not (tmp / "h.bin").exists()
 
@@ -186,10 +212,6 @@ def _job(raw, kernel, log, inputs, outputs):
 @pytest.fixture(scope="module")
 def failing_stages(broken):
     """A stage that does not compile, and an autotuned stage whose only candidate computes wrong results."""
-    from dataclasses import asdict
-
-    from sgemm_lab import gpu
-
     cfg, raw, tmp = broken
     (cfgmod.KERNEL_DIR / "99_syntax.cu").write_text('extern "C" __global__ void sgemm_syntax() { this is not CUDA }\n')
     (cfgmod.KERNEL_DIR / "99_wrong.cu").write_text(WRONG)
@@ -201,7 +223,7 @@ def failing_stages(broken):
                          "sweep": {"BLOCK": [128, 256]}},
                         {"id": "99_tuned", "title": "tuned", "tune_from": ["99_wrong"]}])
     env = tmp / "env_full.json"
-    io.write_json(env, {"gpu": asdict(gpu.device_info())})
+    io.write_json(env, {"gpu": _device()})
     return raw, tmp, env
 
 
@@ -216,7 +238,7 @@ def _build(raw, tmp, env, kernel, **inputs):
 
     out = _Outputs([], binary=tmp / f"{kernel}.bin", record=tmp / f"{kernel}.rec.json",
                    status=tmp / f"status_build_{kernel}.json")
-    entry.main("build", _job(raw, kernel, tmp / f"build_{kernel}.log", dict(env=str(env), **inputs), out))
+    _in_child(entry.main, "build", _job(raw, kernel, tmp / f"build_{kernel}.log", dict(env=str(env), **inputs), out))
     return out
 
 
@@ -225,14 +247,14 @@ def _check_not_run(raw, tmp, env, kernel, build):
 
     out = _Outputs([tmp / f"check_{kernel}.json"], sanitize=tmp / f"sanitize_{kernel}.csv",
                    status=tmp / f"status_check_{kernel}.json")
-    entry.main("check", _job(raw, kernel, tmp / f"check_{kernel}.log",
-                             dict(env=str(env), binary=build.binary, record=build.record), out))
+    _in_child(entry.main, "check", _job(raw, kernel, tmp / f"check_{kernel}.log",
+                                        dict(env=str(env), binary=build.binary, record=build.record), out))
     rec = _status(out.status)
     assert rec.status == "not run" and rec.message.startswith("build failed: "), rec
     assert io.read_json(out[0])["points"] == [] and pd.read_csv(out.sanitize).empty
 
 
-def test_compile_error_is_a_failed_build_and_the_run_goes_on(failing_stages, record_property, capsys):
+def test_compile_error_is_a_failed_build_and_the_run_goes_on(failing_stages, record_property, capfd):
     record_property("case", "a stage that does not compile: its build fails with nvcc's first error line, its "
                             "check is `not run`, the job itself ends normally (the report lists it)")
     raw, tmp, env = failing_stages
@@ -240,7 +262,7 @@ def test_compile_error_is_a_failed_build_and_the_run_goes_on(failing_stages, rec
     rec = _status(build.status)
     assert rec.status == "failed" and "nvcc failed" in rec.message and "99_syntax.cu" in rec.message, rec
     assert io.read_json(build.record)["status"] == "failed"
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("sgemm-lab ")]
+    lines = [ln for ln in capfd.readouterr().err.splitlines() if ln.startswith("sgemm-lab ")]
     assert lines == [f"sgemm-lab build 99_syntax: {rec.message} (log: {tmp / 'build_99_syntax.log'})"]
     _check_not_run(raw, tmp, env, "99_syntax", build)
 

@@ -7,7 +7,6 @@ rule bench:
         unpack(impl_inputs),
     output:
         f"{RESULTS}/bench/{{kernel}}.csv",
-        profile=f"{RESULTS}/profile/{{kernel}}.csv",
         status=f"{RESULTS}/status/bench/{{kernel}}.json",
     log:
         f"{RESULTS}/logs/bench/{{kernel}}.log",

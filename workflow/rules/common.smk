@@ -91,6 +91,20 @@ def all_profiles():
     return expand(f"{RESULTS}/profile/{{kernel}}.csv", kernel=LAB.gpu_implementations)
 
 
+def profile_builds():
+    """What the profile job loads: implementation -> [binary, record] (empty for cuBLAS)."""
+    return {
+        k: ["", ""] if k in BASELINES else [f"{RESULTS}/build/{k}.bin", f"{RESULTS}/build/{k}.json"]
+        for k in LAB.gpu_implementations
+    }
+
+
+def profile_inputs(wildcards):
+    """Every GPU stage's build: the profile job profiles them all in one Nsight Compute run."""
+    builds = [p for pair in profile_builds().values() for p in pair if p]
+    return {"env": ENV_JSON, "builds": builds}
+
+
 def all_sanitize():
     if not LAB.sanitize:
         return []
@@ -131,6 +145,7 @@ def all_statuses():
     }
     paths = [f"{s}/{step}/{kernel}.json" for step, kernels in per_kernel.items() for kernel in kernels]
     paths += [f"{s}/ceilings.json"] if LAB.gpu_implementations else []
+    paths += [f"{s}/profile.json"] if all_profiles() else []
     paths += [f"{s}/failure_tests.json"] if LAB.failure_tests else []
     return paths + [f"{s}/plot.json"]
 
