@@ -62,9 +62,14 @@ def _device() -> dict:
 
 def _in_child(fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` in a forked child (it may use CUDA; this process must not); its result
-    or exception comes back."""
+    or exception comes back. Arguments travel pickled: configs as plain dicts."""
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork")) as pool:
         return pool.submit(fn, *args, **kwargs).result()
+
+
+def _build_step(raw: dict, kernel: str, **paths) -> None:
+    """The build step for ``kernel`` of config ``raw`` (run in a child: it loads the cubin)."""
+    steps.build(cfgmod.from_dict(raw), kernel, **paths)
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +92,7 @@ def broken(tmp_path_factory):
     cfg = cfgmod.from_dict(raw)
     env = tmp_path / "environment.json"
     io.write_json(env, {"gpu": _device()})
-    _in_child(steps.build, cfg, "99_broken", env_json=env, binary_out=tmp_path / "b.bin", record_out=tmp_path / "b.json")
+    _in_child(_build_step, raw, "99_broken", env_json=env, binary_out=tmp_path / "b.bin", record_out=tmp_path / "b.json")
     yield cfg, raw, tmp_path
     mp.undo()
 
@@ -161,7 +166,7 @@ def test_too_many_resources_is_rejected_before_launch(broken, record_property):
                                "geometry": "elementwise", "params": {"BLOCK": 1024}, "shapes": "any",
                                "max_local_bytes": 4096}])
     with pytest.raises(CompileError) as err:
-        _in_child(steps.build, cfgmod.from_dict(raw2), "99_heavy", env_json=tmp / "environment.json",
+        _in_child(_build_step, raw2, "99_heavy", env_json=tmp / "environment.json",
                   binary_out=tmp / "h.bin", record_out=tmp / "h.json")
     assert "99_heavy" in str(err.value) and "\n" not in str(err.value)
     assert not (tmp / "h.bin").exists()
