@@ -60,3 +60,14 @@ def test_stale_reference_is_detected(lab, ref_builds, tmp_path, monkeypatch):
     stale = [s.id for s in lab.kernels if not s.autotuned
              and ref_builds.loc[s.id, "source_sha256"] != source_hash(s)]
     assert "05_2d_blocktiling" in stale and "01_naive" in stale  # a shared header edit reaches every includer
+
+
+def test_named_commit_wins_over_the_copy_s_own_git(monkeypatch):
+    """A synced copy may carry a stale .git: the commit named by SGEMM_LAB_GIT_COMMIT is what is recorded."""
+    from sgemm_lab import envinfo
+
+    monkeypatch.setenv("SGEMM_LAB_GIT_COMMIT", "0123456789abcdef0123456789abcdef01234567")
+    sw = envinfo.software()
+    assert sw["git_commit"] == "0123456789abcdef0123456789abcdef01234567" and sw["git_dirty"] is None
+    monkeypatch.delenv("SGEMM_LAB_GIT_COMMIT")
+    assert envinfo.software()["git_commit"] != "0123456789abcdef0123456789abcdef01234567"

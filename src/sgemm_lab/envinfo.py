@@ -38,10 +38,12 @@ def _version(dist: str) -> str | None:
 
 def software() -> dict:
     """Versions that need no GPU: Python packages, nvcc, ncu, git commit, date."""
-    commit = _run(["git", "rev-parse", "HEAD"])
-    status = _run(["git", "status", "--porcelain", "--untracked-files=no"]) if commit else None
-    if commit is None:  # a copy without git history (container build context, archive)
-        commit = os.environ.get("SGEMM_LAB_GIT_COMMIT") or None
+    # SGEMM_LAB_GIT_COMMIT names the commit of a copy of the sources whose own .git is missing or not
+    # theirs (a container build context, an archive, a synced working tree): it wins over git.
+    commit, status = os.environ.get("SGEMM_LAB_GIT_COMMIT") or None, None
+    if commit is None:
+        commit = _run(["git", "rev-parse", "HEAD"])
+        status = _run(["git", "status", "--porcelain", "--untracked-files=no"]) if commit else None
     return {
         "captured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": commit,
