@@ -186,3 +186,15 @@ def test_every_result_table_carries_provenance(tables):
         assert tables[name].source_sha256.notna().all(), name
     for df in list(tables["sweeps"].values()) + list(tables["epilogues"].values()):
         assert df.source_sha256.notna().all() and (df.git_commit == commit).all()
+
+
+def test_not_profiled_names_the_stages_unless_it_is_all_of_them():
+    import pandas as pd
+
+    from sgemm_lab.report import not_profiled
+
+    ncu = pd.DataFrame([dict(kernel="a", status="ok"), dict(kernel="b", status="not run: build failed: x"),
+                        dict(kernel="c", status="not run: build failed: x")])
+    assert not_profiled(ncu) == ["`b`, `c` (not run: build failed: x)"]
+    assert not_profiled(ncu.assign(status="unavailable: ncu not found on PATH")) == ["unavailable: ncu not found on PATH"]
+    assert not_profiled(None) == [] and not_profiled(ncu[ncu.status == "ok"]) == []

@@ -248,6 +248,20 @@ def top_stalls(row: pd.Series, n: int = 3) -> str:
     return ", ".join(f"{k} {v:.2f}" for k, v in top)
 
 
+def not_profiled(ncu: pd.DataFrame | None) -> list[str]:
+    """One entry per reason an implementation has no metrics: the reason, and which implementations
+    (all of them when ncu itself could not run)."""
+    if ncu is None or not len(ncu) or "status" not in ncu:
+        return []
+    bad = ncu[ncu.status != "ok"]
+    everyone = set(ncu.kernel)
+    out = []
+    for status, kernels in sorted(bad.groupby("status").kernel):
+        ks = sorted(set(kernels))
+        out.append(status if set(ks) == everyone else f"{', '.join(f'`{k}`' for k in ks)} ({status})")
+    return out
+
+
 def model_table(cfg: LabConfig, ncu: pd.DataFrame, shape) -> str | None:
     """The notes' traffic model next to what Nsight Compute measured, at ``shape``."""
     from .config import Shape
@@ -323,7 +337,7 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
             "✗ marks a timing whose result did not verify; `skipped` a shape the stage cannot run (reasons below).", "",
             ladder_table(cfg, bench, checks, outcomes), "", f"![TFLOP/s vs size]({fig.get('tflops_vs_size', '')})", ""]
     prof = ncu_table(ncu, hs) if hs else pd.DataFrame()
-    unavailable = sorted(set(ncu[ncu.status != "ok"].status)) if ncu is not None and len(ncu) and "status" in ncu else []
+    unavailable = not_profiled(ncu)
     out += ["## Where the time goes (Nsight Compute)", ""]
     if not cfg.profile.enabled:
         out += ["Profiling is disabled in this run's configuration (`profile.enabled: false`).", ""]
