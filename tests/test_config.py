@@ -104,3 +104,22 @@ def test_schema_is_valid_json_schema():
     import jsonschema
 
     jsonschema.Draft202012Validator.check_schema(yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text()))
+
+
+def test_suite_shapes_are_timed_by_the_stages_in_the_suite(raw_config):
+    from sgemm_lab.config import Shape, from_dict
+
+    raw_config["suite"] = {"shapes": [[4096, 4096, 4096], [512, 512, 16384]]}
+    lab = from_dict(raw_config)
+    assert lab.suite == (Shape(m=4096, n=4096, k=4096), Shape(m=512, n=512, k=16384))
+    long_k = Shape(m=512, n=512, k=16384)
+    in_suite = [k.id for k in lab.kernels if k.suite and k.backend == "cuda"]
+    assert in_suite and "09_async_pipeline" in in_suite and "01_naive" not in in_suite
+    for impl in lab.implementations:
+        shapes = lab.bench_shapes(impl)
+        assert shapes[:len(lab.bench.shapes)] == lab.bench.shapes  # the size sweep first, unchanged
+        assert (long_k in shapes) == (impl in in_suite + ["cublas"] or lab.kernel(impl).autotuned
+                                      if impl not in ("cublas", "numpy") else impl == "cublas")
+        assert len(set(shapes)) == len(shapes)  # 4096^3 is in both lists, timed once
+    raw_config["suite"] = {}
+    assert all(from_dict(raw_config).bench_shapes(i) == lab.bench.shapes for i in lab.implementations)

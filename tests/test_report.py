@@ -198,3 +198,40 @@ def test_not_profiled_names_the_stages_unless_it_is_all_of_them():
     assert not_profiled(ncu) == ["`b`, `c` (not run: build failed: x)"]
     assert not_profiled(ncu.assign(status="unavailable: ncu not found on PATH")) == ["unavailable: ncu not found on PATH"]
     assert not_profiled(None) == [] and not_profiled(ncu[ncu.status == "ok"]) == []
+
+
+def test_suite_table_compares_the_best_verified_stage_with_cublas(raw_config, tables):
+    from sgemm_lab.config import from_dict
+
+    raw_config["suite"] = {"shapes": [[4096, 4096, 4096], [3000, 3000, 3000], [777, 777, 777]]}
+    cfg = from_dict(raw_config)
+    bench = tables["bench"]
+    ok = bench[bench.status == "ok"]
+    text = "\n".join(report.suite_table(cfg, ok))
+    ratios = []
+    for m in (4096, 3000):
+        at = ok[(ok.m == m) & (ok.n == m) & (ok.k == m)]
+        cub = at[at.kernel == "cublas"].iloc[0]
+        stages = at[at.kernel.isin([k.id for k in cfg.kernels if k.backend == "cuda" or k.autotuned]) & at.verified]
+        best = stages.loc[stages.tflops.idxmax()]
+        ratios.append(cub.median_ms / best.median_ms)
+        assert f"`{best.kernel}` | {best.tflops:.2f} | **{ratios[-1]:.3f}×**" in text
+        assert f"{cub.q1_ms / best.q3_ms:.3f}–{cub.q3_ms / best.q1_ms:.3f}" in text
+    geo = (ratios[0] * ratios[1]) ** 0.5
+    assert f"Geometric mean over 2 shapes: **{geo:.3f}×**; minimum **{min(ratios):.3f}×**" in text
+    assert "No verified stage or no cuBLAS timing at: 777³ (not in the mean)" in text
+    assert "## Against cuBLAS on the suite" in _render(cfg, tables)
+    raw_config["suite"] = {}
+    assert "Against cuBLAS" not in _render(from_dict(raw_config), tables)
+
+
+def test_suite_only_shapes_stay_out_of_the_ladder(raw_config, tables):
+    from sgemm_lab.config import from_dict
+
+    raw_config["suite"] = {"shapes": [[4096, 4096, 4096], [512, 512, 16384]]}
+    cfg = from_dict(raw_config)
+    bench = tables["bench"]
+    extra = bench[bench.kernel == "cublas"].head(1).assign(m=512, n=512, k=16384)
+    both = pd.concat([bench, extra], ignore_index=True)
+    assert len(report.ladder_rows(cfg, both)) == len(bench)
+    assert "512×512×16384" not in report.ladder_table(cfg, both, tables["checks"])

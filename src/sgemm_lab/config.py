@@ -73,6 +73,7 @@ class KernelSpec:
     micro_tile: tuple[str, str] = ("TM", "TN")
     max_dim: int | None = None  # shapes with a larger dimension are skipped (host stages: cpu.max_dim)
     max_dim_source: str = "max_dim"  # the config key it came from, for the skip reason
+    suite: bool = True  # also timed on the suite shapes (LabConfig.suite)
 
     @property
     def source_path(self) -> Path:
@@ -161,6 +162,18 @@ class LabConfig:
     cublas: bool
     numpy: bool
     kernels: tuple[KernelSpec, ...]
+    suite: tuple[Shape, ...] = ()  # the shapes of the "vs cuBLAS" table, beyond the size sweep
+
+    def bench_shapes(self, impl: str) -> tuple[Shape, ...]:
+        """What the bench step times for ``impl``: the size sweep, then the suite shapes it does not
+        already hold for cuBLAS and every GPU stage with ``suite: true`` (host stages and NumPy: never)."""
+        if impl == "numpy" or (impl != "cublas" and not self._in_suite(self.kernel(impl))):
+            return self.bench.shapes
+        return tuple(dict.fromkeys(self.bench.shapes + self.suite))
+
+    @staticmethod
+    def _in_suite(spec: KernelSpec) -> bool:
+        return spec.suite and (spec.backend == "cuda" or spec.autotuned)
 
     @property
     def gpu_implementations(self) -> tuple[str, ...]:
@@ -298,6 +311,7 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
                                                      ("TN" if "TN" in k["params"] else "1"))),
             max_dim=k.get("max_dim", cfg["cpu"]["max_dim"] if k["backend"] == "host" else None),
             max_dim_source="max_dim" if "max_dim" in k else "cpu.max_dim",
+            suite=bool(k.get("suite", True)),
         )
         try:
             check_params(spec)
@@ -342,6 +356,7 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
         cublas=bool(cfg["baseline"]["cublas"]),
         numpy=bool(cfg["baseline"]["numpy"]),
         kernels=tuple(kernels),
+        suite=tuple(dict.fromkeys(Shape.of(x) for x in cfg.get("suite", {}).get("shapes", []))),
     )
 
 

@@ -66,7 +66,56 @@ def stage_problem(outcomes, kernel: str) -> str | None:
     return None
 
 
+def ladder_rows(cfg: LabConfig, bench: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the size sweep: without the shapes that only the suite times (they have their own
+    table, and only the stages in the suite have them)."""
+    extra = {(s.m, s.n, s.k) for s in cfg.suite} - {(s.m, s.n, s.k) for s in cfg.bench.shapes}
+    if not extra or bench.empty:
+        return bench
+    keys = list(zip(bench.m, bench.n, bench.k))
+    return bench[[key not in extra for key in keys]]
+
+
+def suite_table(cfg: LabConfig, ok: pd.DataFrame) -> list[str]:
+    """Best verified stage against cuBLAS on every suite shape: the ratio of medians, its spread (the
+    stage's quartiles against cuBLAS's), then the geometric mean and the minimum over the suite."""
+    if not cfg.suite:
+        return []
+    stages = [k.id for k in cfg.kernels if k.backend == "cuda" or k.autotuned]
+    rows, ratios, missing = [], [], []
+    for s in cfg.suite:
+        ref = _at(ok, "cublas", (s.m, s.n, s.k))
+        here = ok[(ok.m == s.m) & (ok.n == s.n) & (ok.k == s.k) & ok.kernel.isin(stages)]
+        here = here[here.verified.astype(bool)] if "verified" in here else here.iloc[0:0]
+        label = shape_label(s.m, s.n, s.k)
+        if ref is None or here.empty:
+            missing.append(label)
+            rows.append([label, f"{ref.tflops:.2f}" if ref is not None else "–",
+                         "no verified stage" if ref is not None else "–", "–", "–", "–"])
+            continue
+        best = here.loc[here.tflops.idxmax()]
+        ratio = ref.median_ms / best.median_ms
+        low, high = ref.q1_ms / best.q3_ms, ref.q3_ms / best.q1_ms
+        ratios.append((ratio, label))
+        rows.append([label, f"{ref.tflops:.2f}", f"`{best.kernel}`", f"{best.tflops:.2f}", f"**{ratio:.3f}×**",
+                     f"{low:.3f}–{high:.3f}"])
+    out = ["## Against cuBLAS on the suite", "",
+           "The best verified stage on each shape of the suite (`suite:` in the config), against cuBLAS strict "
+           "FP32 timed in the same run. Ratio = cuBLAS median time / stage median time (above 1: the stage is "
+           "faster); the range pairs the stage's quartiles with cuBLAS's opposite quartiles.", "",
+           md_table(["shape", "cuBLAS TFLOP/s", "best stage", "TFLOP/s", "ratio", "ratio range (quartiles)"], rows,
+                    align="lrlrrr")]
+    if ratios:
+        geo = math.exp(sum(math.log(r) for r, _ in ratios) / len(ratios))
+        low, at = min(ratios)
+        out += ["", f"Geometric mean over {len(ratios)} shape{'s' if len(ratios) > 1 else ''}: **{geo:.3f}×**; "
+                    f"minimum **{low:.3f}×** at {at}."
+                + (f" No verified stage or no cuBLAS timing at: {', '.join(missing)} (not in the mean)." if missing else "")]
+    return out + [""]
+
+
 def ladder_table(cfg: LabConfig, bench: pd.DataFrame, checks: pd.DataFrame, outcomes=()) -> str:
+    bench = ladder_rows(cfg, bench)
     shapes = bench[["m", "n", "k"]].drop_duplicates().assign(f=lambda d: d.m * d.n * d.k).sort_values("f")
     header = ["stage", "check"] + [shape_label(*s) for s in shapes[["m", "n", "k"]].itertuples(index=False)]
     titles = {k.id: k.title for k in cfg.kernels} | {"cublas": "cuBLAS SGEMM (strict FP32)",
@@ -332,6 +381,8 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
         out += ["", f"## At {shape_label(*hs)}", "", headline_table(cfg, ok, hs)]
         if "ladder" in fig:
             out += ["", f"![the ladder]({fig['ladder']})"]
+    if cfg.suite:
+        out += [""] + suite_table(cfg, ok)
     out += ["", "## Ladder", "",
             "TFLOP/s (median) per problem size, with the percentage of cuBLAS at the same size in the same run. "
             "✗ marks a timing whose result did not verify; `skipped` a shape the stage cannot run (reasons below).", "",

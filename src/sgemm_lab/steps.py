@@ -243,10 +243,11 @@ BENCH_COLUMNS = ["kernel", "m", "n", "k", "status", "reason", "verified", "rel_e
 
 def bench(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path,
           raw_config: dict | None = None) -> StepStatus | None:
-    """Verify and time ``impl`` at every bench shape (a supervised child process holding the GPU)."""
+    """Verify and time ``impl`` at every bench shape and, for the stages in the suite, the suite shapes
+    (a supervised child process holding the GPU)."""
     load_spec(cfg, impl, record)  # NotRun before any process starts if the build failed
     base = base_seed(cfg)
-    rows = _isolated_points(cfg, impl, "bench", cfg.bench.shapes, lambda s: point_seed(base, impl, s, "bench"),
+    rows = _isolated_points(cfg, impl, "bench", cfg.bench_shapes(impl), lambda s: point_seed(base, impl, s, "bench"),
                             binary=binary, record=record, raw_config=raw_config)
     io.write_csv(out, rows, columns=BENCH_COLUMNS)
     return point_problems(rows, ("ok", "skipped"), "shapes")
@@ -545,7 +546,7 @@ def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path 
     import pandas as pd
 
     from . import plots
-    from .report import headline_shape
+    from .report import headline_shape, ladder_rows
 
     bench_df, ncu = pd.read_csv(bench_csv), pd.read_csv(ncu_csv)
     ceil = io.read_json(ceilings_json) if ceilings_json else {}
@@ -553,7 +554,7 @@ def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path 
     ok = bench_df[bench_df.status == "ok"] if "status" in bench_df else bench_df
     shape = headline_shape(cfg, ok) or (cfg.sweep.shape.m, cfg.sweep.shape.n, cfg.sweep.shape.k)
     figures = {
-        outs.size: lambda out: plots.tflops_vs_size(bench_df, out, order=order),
+        outs.size: lambda out: plots.tflops_vs_size(ladder_rows(cfg, bench_df), out, order=order),
         outs.ladder: lambda out: plots.ladder_bars(bench_df, out, order=order, shape=shape),
         outs.roofline: lambda out: plots.roofline(bench_df, ncu, ceil, out, order=order, shape=shape),
         outs.stalls: lambda out: plots.stall_bars(ncu, out, order=order, shape=shape),
