@@ -153,7 +153,6 @@ def main(step: str, smk) -> None:
     log_path = Path(smk.log[0]) if smk.log else None
     logs.setup(log_path)
     kernel = getattr(smk.wildcards, "kernel", None)
-    what = step + (f" {kernel}" if kernel else "")
     where = f" (log: {log_path})" if log_path else ""
     raised = True
     try:
@@ -173,6 +172,7 @@ def main(step: str, smk) -> None:
 
     rec = StepRecord(step=step, kernel=kernel, status=status.status, message=status.message,
                      log=str(log_path) if log_path else None, seconds=round(time.monotonic() - t0, 3))
+    what = rec.what
     if raised and step not in TOLERANT:
         log.error("sgemm-lab %s: %s%s", what, status.message, where)
         sys.exit(1)

@@ -86,7 +86,7 @@ class ProfileItem:
 
     def as_plan(self) -> dict:
         return dict(impl=self.impl, binary=self.binary, record=self.record,
-                    shapes=[f"{s.m}x{s.n}x{s.k}" for s in self.shapes])
+                    shapes=[str(s) for s in self.shapes])
 
 
 def kernel_regex(items: list[ProfileItem]) -> str:
@@ -237,4 +237,4 @@ def target_args(*, config: dict, impl: str, binary: Path | None, record: Path | 
     ``gpu_lock`` the target takes that lock (exclusive) after its start-up."""
     return ["--config-json", json.dumps(config), "--impl", impl, "--binary", str(binary or ""),
             "--record", str(record or ""), "--gpu-lock", str(gpu_lock or ""),
-            "--shapes", *[f"{s.m}x{s.n}x{s.k}" for s in shapes]]
+            "--shapes", *map(str, shapes)]

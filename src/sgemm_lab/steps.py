@@ -21,10 +21,10 @@ from .errors import CompileError, LabError
 from .geometry import unsupported_reason
 from .gpulock import gpu_lock, lock_mode, lock_path
 from .logs import setup as setup_logging
+from .outcome import FAILED, UNAVAILABLE, NotRun, StepStatus, first_line
+
 if TYPE_CHECKING:
     import pandas as pd
-
-from .outcome import FAILED, UNAVAILABLE, NotRun, StepStatus, first_line
 
 log = logging.getLogger("sgemm_lab")
 
@@ -386,6 +386,11 @@ def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> StepS
 PROFILE_COLUMNS = ["kernel", "m", "n", "k", "status", "metric", "value", "unit"]
 
 
+def _not_profiled(out: Path, impl: str, shapes, why: str) -> None:
+    """A profile table that says, for each shape, why ``impl`` has no metrics."""
+    io.write_csv(out, [dict(kernel=impl, m=s.m, n=s.n, k=s.k, status=why) for s in shapes], columns=PROFILE_COLUMNS)
+
+
 def profile(cfg: LabConfig, *, builds: dict[str, tuple[Path | None, Path | None]], outs: dict[str, Path],
             report: Path, raw_config: dict) -> StepStatus | None:
     """Nsight Compute on every GPU implementation (``builds``: impl -> binary, record; none for cuBLAS) at
@@ -408,8 +413,7 @@ def profile(cfg: LabConfig, *, builds: dict[str, tuple[Path | None, Path | None]
                                  binary=str(binary or ""), record=str(record or "")))
     for impl, why in skipped.items():
         log.info("[profile %s] %s", impl, why)
-        io.write_csv(outs[impl], [dict(kernel=impl, m=s.m, n=s.n, k=s.k, status=why) for s in cfg.profile.shapes],
-                     columns=PROFILE_COLUMNS)
+        _not_profiled(outs[impl], impl, cfg.profile.shapes, why)
     if not items:
         return None
     profiler = Profiler(items=items, config=raw_config, report=report, log=log, gpu_lock=lock_path().resolve())
@@ -421,8 +425,7 @@ def profile(cfg: LabConfig, *, builds: dict[str, tuple[Path | None, Path | None]
             raise
         log.warning("[profile] %s", exc)
         for item in items:
-            io.write_csv(outs[item.impl], [dict(kernel=item.impl, m=s.m, n=s.n, k=s.k, status=str(exc))
-                                           for s in item.shapes], columns=PROFILE_COLUMNS)
+            _not_profiled(outs[item.impl], item.impl, item.shapes, str(exc))
         return StepStatus(status=UNAVAILABLE, message="profile: " + str(exc).removeprefix("unavailable: "))
     finally:
         profiler.kill()
@@ -536,7 +539,7 @@ def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_c
     io.write_csv(ncu_out, add_provenance(ncu, builds, env))
     frames = [pd.read_csv(p) for p in sanitize_csvs]
     io.write_csv(sanitize_out, add_provenance(pd.concat(frames, ignore_index=True) if frames else
-                 pd.DataFrame(columns=["kernel", "tool", "status", "summary", "log", "m", "n", "k"]), builds, env))
+                 pd.DataFrame(columns=SANITIZE_COLUMNS), builds, env))
 
 
 def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path | None, outs,

@@ -29,22 +29,27 @@ if importlib.util.find_spec("pycuda") is None:
 from sgemm_lab import config as cfgmod  # noqa: E402
 from sgemm_lab import io, steps  # noqa: E402
 
-BROKEN = r"""
-extern "C" __global__ void sgemm_broken(int M, int N, int K, float alpha, const float* __restrict__ A,
-                                        const float* __restrict__ B, float beta, float* __restrict__ C) {
-    int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= M * N) return;
-    int row = t / N, col = t % N;
+def _naive(name: str, *, faults: str = "", store: str = "C[t] = out;") -> str:
+    """One thread per element of C, the common signature; ``faults`` go before the product, ``store``
+    writes the result (``out``)."""
+    return (f'extern "C" __global__ void {name}(int M, int N, int K, float alpha, const float* __restrict__ A,\n'
+            f'    const float* __restrict__ B, float beta, float* __restrict__ C) {{\n'
+            "    int t = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            "    if (t >= M * N) return;\n"
+            "    int row = t / N, col = t % N;\n"
+            f"{faults}"
+            "    float acc = 0.f;\n"
+            "    for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];\n"
+            "    float out = beta == 0.f ? alpha * acc : alpha * acc + beta * C[t];\n"
+            f"    {store}\n}}\n")
+
+
+BROKEN = _naive("sgemm_broken", faults=r"""
     if (M == 96) { while (clock64() >= 0) { if (K < 0) C[t] = 0.f; } }   // hangs (a loop the compiler keeps)
     if (M == 160) { C[(size_t)1 << 40] = 1.0f; }                          // illegal address
-    float acc = 0.f;
-    for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];
-    float out = beta == 0.f ? alpha * acc : alpha * acc + beta * C[t];
-    if (M == 192 && t == 5) out += 1.0f;                                  // wrong result
+""".lstrip("\n"), store=r"""if (M == 192 && t == 5) out += 1.0f;                                  // wrong result
     if (M == 224 && t == 7) out = __int_as_float(0x7fc00000);              // NaN output
-    C[t] = out;
-}
-"""
+    C[t] = out;""")
 
 
 WATCHDOG_S = 3
@@ -184,18 +189,7 @@ def test_problem_too_large_for_device_memory_is_skipped(broken, record_property)
 
 
 # ---------------------------------------------------- failed stages through the workflow's entry point
-WRONG = r"""
-extern "C" __global__ void sgemm_wrong(int M, int N, int K, float alpha, const float* __restrict__ A,
-                                       const float* __restrict__ B, float beta, float* __restrict__ C) {
-    int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= M * N) return;
-    int row = t / N, col = t % N;
-    float acc = 0.f;
-    for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];
-    float out = beta == 0.f ? alpha * acc : alpha * acc + beta * C[t];
-    C[t] = t == 3 ? out + 1.0f : out;                                      // always one wrong element
-}
-"""
+WRONG = _naive("sgemm_wrong", store="C[t] = t == 3 ? out + 1.0f : out;  // always one wrong element")
 
 
 class _Outputs(list):
