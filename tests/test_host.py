@@ -25,7 +25,7 @@ def test_host_stages_verify(lab, host_specs, tmp_path, shape):
         (tmp_path / f"{spec.id}.so").write_bytes(lib)
         runner = runners.make_runner(lab, spec.id, spec, tmp_path / f"{spec.id}.so")
         rows = runner.check(shape, seed=11)
-        assert [r["mode"] for r in rows] == ["beta", "beta0_poisoned"]
+        assert [r["mode"] for r in rows] == ["beta", "beta0_poisoned", "alpha0"]
         assert all(r["passed"] for r in rows), rows
 
 

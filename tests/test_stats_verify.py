@@ -90,3 +90,29 @@ def test_tolerance_grows_with_sqrt_k():
 def test_compare_rejects_shape_mismatch():
     with pytest.raises(ValueError):
         verify.compare(np.zeros((2, 2), np.float32), np.zeros((2, 3)), 1.0)
+
+
+def test_check_modes_catch_an_ignored_alpha_and_a_read_of_c_when_beta_is_zero():
+    from sgemm_lab.runners import _check_rows
+
+    p = verify.make_problem(Shape(m=9, n=7, k=5), alpha=1.25, beta=-0.75, seed=4)
+    a, b, c = (x.astype(np.float64) for x in (p.a, p.b, p.c))
+
+    def good(alpha, beta, poison):
+        c0 = np.full_like(c, np.nan) if poison else c
+        return (alpha * (a @ b) + (beta * c0 if beta != 0 else 0.0)).astype(np.float32)
+
+    def ignores_alpha(alpha, beta, poison):
+        return good(p.alpha, beta, poison)
+
+    def reads_c_always(alpha, beta, poison):
+        c0 = np.full_like(c, np.nan) if poison else c
+        return (alpha * (a @ b) + beta * c0).astype(np.float32)  # 0 * NaN = NaN
+
+    ok = _check_rows(p, verify.references(p), good, 10.0)
+    assert [r["mode"] for r in ok] == ["beta", "beta0_poisoned", "alpha0"] and all(r["passed"] for r in ok)
+    assert [r["alpha"] for r in ok] == [1.25, 1.25, 0.0]
+    bad_alpha = _check_rows(p, verify.references(p), ignores_alpha, 10.0)
+    assert [r["passed"] for r in bad_alpha] == [True, True, False]
+    bad_c = _check_rows(p, verify.references(p), reads_c_always, 10.0)
+    assert [r["passed"] for r in bad_c] == [True, False, True] and "NaN" in bad_c[1]["reason"]

@@ -17,7 +17,9 @@ grid2d
 block_tile
     One block per ``BM x BN`` tile of C on a 2-D grid (x over N, y over M). Each thread computes a
     ``TM x TN`` micro-tile (default 1 x 1), so a block has ``THREADS = BM*BN / (TM*TN)`` threads
-    unless ``THREADS`` is given. ``BK`` is the depth of one K-step.
+    unless ``THREADS`` is given. ``BK`` is the depth of one K-step. A kernel with ``SPLIT_SLOTS``
+    (split-K: its workspace holds that many blocks) gets a third grid dimension, the number of
+    K-slices, from :func:`splits`.
 host
     A C function on the CPU: no launch.
 """
@@ -159,16 +161,39 @@ def unsupported_reason(spec: KernelSpec, shape: Shape) -> str | None:
             return f"needs M, N, K multiples of {bm}, {bn}, {bk} ({', '.join(off)} not)"
     if spec.geometry != "host":
         grid = _grid(spec, shape)
-        if grid[0] > MAX_GRID_X or grid[1] > MAX_GRID_YZ:
+        if grid[0] > MAX_GRID_X or grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:
             return f"grid {grid} exceeds the CUDA grid limits"
     return None
+
+
+SPLIT_MIN_KTILES = 8  # a K-slice shorter than this many K-steps spends more on its pipeline ramp than it gains
+
+
+def splits(spec: KernelSpec, shape: Shape) -> int:
+    """K-slices for a split-K kernel on ``shape`` (1 = no split).
+
+    When the output tiles alone leave most of the ``SPLIT_SLOTS`` resident blocks idle, K is cut into
+    as many slices as fit (at most ``SPLIT_MAX``, each at least ``SPLIT_MIN_KTILES`` K-steps deep), so
+    that tiles * slices <= SPLIT_SLOTS, the size of the kernel's workspace. Slices are equal in
+    K-steps; the count is then reduced so that none is empty.
+    """
+    p = spec.params
+    slots = p.get("SPLIT_SLOTS", 0)
+    if spec.geometry != "block_tile" or slots <= 0:
+        return 1
+    tiles = _cdiv(shape.m, p["BM"]) * _cdiv(shape.n, p["BN"])
+    k_tiles = _cdiv(shape.k, p["BK"])
+    s = min(slots // tiles, k_tiles // SPLIT_MIN_KTILES, p.get("SPLIT_MAX", slots))
+    if s <= 1:
+        return 1
+    return _cdiv(k_tiles, _cdiv(k_tiles, s))
 
 
 def _grid(spec: KernelSpec, shape: Shape) -> tuple[int, int, int]:
     if spec.geometry == "elementwise":
         return (_cdiv(shape.m * shape.n, spec.params["BLOCK"]), 1, 1)
     bm, bn, _ = tile(spec)
-    return (_cdiv(shape.n, bn), _cdiv(shape.m, bm), 1)
+    return (_cdiv(shape.n, bn), _cdiv(shape.m, bm), splits(spec, shape))
 
 
 def plan(spec: KernelSpec, shape: Shape) -> Launch:

@@ -3,8 +3,9 @@
 Every runner offers the same two operations, so the check, bench and sweep steps never care what
 they are driving:
 
-``check(shape, seed)``  two runs on fresh inputs against a float64 CPU (NumPy) reference: C read
-                        (beta != 0), then beta = 0 on an output pre-filled with NaN.
+``check(shape, seed)``  three runs on fresh inputs against a float64 CPU (NumPy) reference: C read
+                        (beta != 0), beta = 0 on an output pre-filled with NaN, and alpha = 0
+                        (C scaled by beta, whatever A @ B is).
 ``bench(shape, seed, timing)``  the same two verification runs (GPU runners use a float64 cuBLAS
                         DGEMM reference, which is fast at 8192^3), then the timed repetitions.
 """
@@ -33,12 +34,16 @@ class TimingSettings:
 
 
 def _check_rows(problem: verify.Problem, refs, run, factor: float) -> list[dict]:
-    """Run ``run(beta, poison) -> output`` for both verification modes and compare with ``refs``."""
+    """Run ``run(alpha, beta, poison) -> output`` for the three verification modes and compare with
+    ``refs`` (alpha*A@B + beta*C and alpha*A@B) or, for alpha = 0, with beta*C."""
     tol = verify.tolerance(problem.shape.k, factor)
+    scaled_c = problem.beta * problem.c.astype(np.float64)
     rows = []
-    for mode, beta, ref, poison in (("beta", problem.beta, refs[0], False), ("beta0_poisoned", 0.0, refs[1], True)):
-        v = verify.compare(run(beta, poison), ref, tol)
-        rows.append(dict(mode=mode, alpha=problem.alpha, beta=beta, seed=problem.seed, passed=v.passed,
+    for mode, alpha, beta, ref, poison in (("beta", problem.alpha, problem.beta, refs[0], False),
+                                           ("beta0_poisoned", problem.alpha, 0.0, refs[1], True),
+                                           ("alpha0", 0.0, problem.beta, scaled_c, False)):
+        v = verify.compare(run(alpha, beta, poison), ref, tol)
+        rows.append(dict(mode=mode, alpha=alpha, beta=beta, seed=problem.seed, passed=v.passed,
                          rel_err=v.rel_err, max_abs_err=v.max_abs_err, nonfinite=v.nonfinite,
                          tolerance=v.tolerance, reason=v.reason))
     return rows
@@ -76,12 +81,12 @@ class GpuRunner:
         return None
 
     def _run_fn(self, bufs, problem):
-        def run(beta, poison):
+        def run(alpha, beta, poison):
             if poison:
                 bufs.poison_c()
             else:
                 bufs.upload(problem.a, problem.b, problem.c)
-            self.launch(problem.shape, problem.alpha, bufs.a, bufs.b, beta, bufs.c, self.stream)
+            self.launch(problem.shape, alpha, bufs.a, bufs.b, beta, bufs.c, self.stream)
             self.stream.synchronize()
             return bufs.download_c()
 
@@ -171,9 +176,9 @@ class HostRunner:
         return None
 
     def _run_fn(self, problem):
-        def run(beta, poison):
+        def run(alpha, beta, poison):
             c = np.full_like(problem.c, np.nan) if poison else problem.c.copy()
-            self.launch(problem.shape, problem.alpha, problem.a, problem.b, beta, c)
+            self.launch(problem.shape, alpha, problem.a, problem.b, beta, c)
             return c
 
         return run

@@ -1,0 +1,338 @@
+// Stage 11 - general shapes at tiled speed, and split-K for shapes that cannot fill the GPU.
+// The warp tiling of stage 08 (its fastest measured configuration by default: 128 x 128 x 16 block
+// tile, 128 threads in 4 warps of 64 x 64, 16 x 8 results per thread, two blocks per SM) for any
+// M, N, K >= 1 on packed row-major data.
+//
+// What it adds, and why it costs (almost) nothing on the shapes stage 08 already ran:
+// - Bounds only where they are needed. A block whose tile lies inside M and N, on a K-tile inside
+//   K, loads float4 with no checks, exactly as stage 08. Only the blocks on the bottom and right
+//   edges, and the last (partial) K-tile, take the checked path, which loads zeros outside the
+//   matrix so the FMAs need no branches. The choice is uniform across the block.
+// - Alignment per operand. A row of A starts 16-byte aligned only when K is a multiple of 4, a row
+//   of B or C only when N is; an operand that is not falls back to 4-byte loads (stores for C),
+//   while the others keep float4.
+// - Split-K. A 1024^3 product has 64 tiles of 128 x 128: 0.24 of the 264 blocks the H100 runs at
+//   once. The launch plan (geometry: SPLIT_SLOTS) then splits K into gridDim.z slices, one block
+//   each. Every block stores its partial tile to a workspace and counts itself in; the last block
+//   of a tile to arrive reads all S partials back and adds them in slice order 0, 1, ..., S-1, then writes C. The sum is the
+//   same whichever block arrives last, so results are deterministic (no floating-point atomics).
+//   Workspace and counters are module globals sized by SPLIT_SLOTS; the last block resets its
+//   counter, so the next launch starts from zero. Two launches of this module must therefore not
+//   run at the same time on different streams.
+// - Grouped tile order (GROUP_M): consecutive blocks walk GROUP_M tile rows down before moving
+//   right, so the blocks resident at one time share rows of A and columns of B in L2.
+#include "common.cuh"
+
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#ifndef BK
+#define BK 16
+#endif
+#ifndef THREADS
+#define THREADS 128
+#endif
+#ifndef WM
+#define WM 64
+#endif
+#ifndef WN
+#define WN 64
+#endif
+#ifndef WNITER
+#define WNITER 2
+#endif
+#ifndef TM
+#define TM 8
+#endif
+#ifndef TN
+#define TN 4
+#endif
+#ifndef MINBLOCKS
+#define MINBLOCKS 2
+#endif
+#ifndef SPLIT_SLOTS
+#define SPLIT_SLOTS 264  // blocks the split-K workspace holds (launch plan: tiles * splits <= this)
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8
+#endif
+
+constexpr int NWARPS = THREADS / 32;
+constexpr int WMITER = (WM * WN) / (32 * TM * TN * WNITER);  // sub-tile steps down M
+constexpr int WSUBM = WM / WMITER;                           // one warp step: WSUBM x WSUBN
+constexpr int WSUBN = WN / WNITER;
+constexpr int LROWS = WSUBM / TM;                            // lanes of a warp: LROWS x LCOLS
+constexpr int LCOLS = WSUBN / TN;
+constexpr int FM = WMITER * TM, FN = WNITER * TN;            // results per thread: FM x FN
+constexpr int QUADS = FM * FN / 4;                           // ... as float4
+constexpr int APAD = 4;                                      // As row padding (floats)
+constexpr int AS_LD = BM + APAD;                             // leading dimension of As[k][m]
+constexpr int A_QUADS = BM * BK / (4 * THREADS);             // float4 of A per thread per K-step
+constexpr int B_QUADS = BN * BK / (4 * THREADS);             // float4 of B per thread per K-step
+constexpr int A_ROWS_PER_PASS = THREADS / 2;                 // A: 2 float4 per row and 8-wide chunk
+constexpr int A_PASSES_PER_CHUNK = BM / A_ROWS_PER_PASS;
+constexpr int B_ROWS_PER_PASS = 4 * THREADS / BN;            // B: BN/4 float4 per row
+constexpr int SMEM_BYTES = 2 * BK * (AS_LD + BN) * 4;
+
+static_assert(THREADS % 32 == 0, "THREADS must be whole warps");
+static_assert(BM % WM == 0 && BN % WN == 0, "the block tile must be a whole number of warp tiles");
+static_assert((BM / WM) * (BN / WN) == NWARPS, "one warp per WM x WN warp tile: THREADS == 32 * (BM/WM) * (BN/WN)");
+static_assert(WNITER >= 1 && WMITER >= 1 && (WM * WN) % (32 * TM * TN * WNITER) == 0,
+              "a warp tile must split into WMITER x WNITER steps of 32 lanes x TM x TN results");
+static_assert(WM % WMITER == 0 && WN % WNITER == 0, "WMITER must divide WM and WNITER must divide WN");
+static_assert(WSUBM % TM == 0 && WSUBN % TN == 0, "a warp step must be a whole number of thread tiles");
+static_assert(LROWS * LCOLS == 32, "the lanes of a warp must cover one warp step exactly");
+static_assert(LROWS % 2 == 0 && LCOLS % 2 == 0, "the lane layout needs an even number of lane rows and columns");
+static_assert(TM % 4 == 0 && TN % 4 == 0, "TM and TN must be multiples of 4 (float4 fragment loads and C stores)");
+static_assert(BK % 8 == 0, "BK must be a multiple of 8 (A is copied in 8-column chunks)");
+static_assert((BM * BK) % (4 * THREADS) == 0, "the A tile must be a whole number of float4 per thread");
+static_assert((BN * BK) % (4 * THREADS) == 0, "the B tile must be a whole number of float4 per thread");
+static_assert(BM % A_ROWS_PER_PASS == 0, "BM must be a multiple of THREADS/2 (rows of A copied per pass)");
+static_assert((4 * THREADS) % BN == 0, "THREADS float4 must cover whole rows of the B tile");
+static_assert(SMEM_BYTES <= 48 * 1024, "static shared memory is limited to 48 KB");
+static_assert(SPLIT_SLOTS >= 0 && GROUP_M >= 1, "SPLIT_SLOTS >= 0 (0: no split-K) and GROUP_M >= 1");
+
+#if SPLIT_SLOTS > 0
+// Split-K scratch: one partial tile per block of a split launch, in the thread-private order
+// [block][quad][thread] (every store and load coalesced), and one arrival counter per tile.
+__device__ float4 splitPartials[SPLIT_SLOTS * QUADS * THREADS];
+__device__ unsigned int splitArrivals[SPLIT_SLOTS];
+#endif
+
+__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<size_t>(p) & 15) == 0; }
+
+extern "C" __global__ void __launch_bounds__(THREADS, MINBLOCKS)
+sgemm_general(int M, int N, int K, float alpha, const float* __restrict__ A,
+              const float* __restrict__ B, float beta, float* __restrict__ C) {
+    __shared__ __align__(16) float As[2][BK * AS_LD];  // [stage][k][m], transposed and padded
+    __shared__ __align__(16) float Bs[2][BK * BN];     // [stage][k][n]
+
+    // Tile of this block in grouped order: linear id -> groups of GROUP_M tile rows, walked down
+    // the rows of a group first. gridDim.x = tiles along N, gridDim.y = tiles along M.
+    const int tilesN = gridDim.x, tilesM = gridDim.y;
+    const int tile = blockIdx.y * tilesN + blockIdx.x;
+    const int perGroup = GROUP_M * tilesN;
+    const int firstRow = (tile / perGroup) * GROUP_M;
+    const int groupRows = min(tilesM - firstRow, GROUP_M);
+    const int tileRow = firstRow + (tile % perGroup) % groupRows;
+    const int tileCol = (tile % perGroup) / groupRows;
+    const int row0 = tileRow * BM, col0 = tileCol * BN;
+
+    // K-tiles of this split: [tBegin, tEnd). Tiles below kFull lie wholly inside K.
+    const int kTiles = (K + BK - 1) / BK, kFull = K / BK;
+    const int perSplit = (kTiles + gridDim.z - 1) / gridDim.z;
+    const int tBegin = blockIdx.z * perSplit, tEnd = min(kTiles, tBegin + perSplit);
+
+    // Which operands may use 16-byte accesses, and whether this block needs bounds at all.
+    const bool vecA = K % 4 == 0 && aligned16(A), vecB = N % 4 == 0 && aligned16(B);
+    const bool vecC = N % 4 == 0 && aligned16(C);
+    const bool inside = row0 + BM <= M && col0 + BN <= N;
+    const bool fastA = vecA && inside, fastB = vecB && inside;
+
+    const int tid = threadIdx.x;
+    const int warp = tid / 32, lane = tid % 32;
+    const int warpRow = warp / (BN / WN), warpCol = warp % (BN / WN);
+    // Lane -> (lRow, lCol) as in stage 08: lanes n and n^1 share A fragments, n and n^2 B fragments.
+    const int laneHi = lane >> 2;
+    const int lCol = (lane & 1) | ((laneHi % (LCOLS / 2)) << 1);
+    const int lRow = ((lane >> 1) & 1) | ((laneHi / (LCOLS / 2)) << 1);
+
+    // Copy maps of stage 08. A: two float4 per row of an 8-column chunk; B: BN/4 threads per row.
+    const int aRow = tid / 2, aCol = (tid % 2) * 4;
+    const int bRow = tid / (BN / 4), bCol = (tid % (BN / 4)) * 4;
+
+    float4 aReg[A_QUADS], bReg[B_QUADS];  // the next tile, in flight between global and shared
+    // Element (r, c) of an operand with ld columns and rows x cols in bounds; zero outside.
+    auto load4 = [](const float* m, int ld, int rows, int cols, int r, int c, bool vec) -> float4 {
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (r >= rows)
+            return v;
+        const float* p = m + (size_t)r * ld + c;
+        if (vec) {  // c and cols are multiples of 4: the float4 is wholly inside or wholly outside
+            if (c < cols)
+                v = *reinterpret_cast<const float4*>(p);
+        } else {
+            if (c + 0 < cols) v.x = p[0];
+            if (c + 1 < cols) v.y = p[1];
+            if (c + 2 < cols) v.z = p[2];
+            if (c + 3 < cols) v.w = p[3];
+        }
+        return v;
+    };
+    auto loadGlobal = [&](int t) {
+        const int k0 = t * BK;
+        if (fastA && t < kFull) {
+#pragma unroll
+            for (int i = 0; i < A_QUADS; ++i) {
+                const int r = row0 + aRow + (i % A_PASSES_PER_CHUNK) * A_ROWS_PER_PASS;
+                const int c = k0 + (i / A_PASSES_PER_CHUNK) * 8 + aCol;
+                aReg[i] = *reinterpret_cast<const float4*>(A + (size_t)r * K + c);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < A_QUADS; ++i)
+                aReg[i] = load4(A, K, M, K, row0 + aRow + (i % A_PASSES_PER_CHUNK) * A_ROWS_PER_PASS,
+                                k0 + (i / A_PASSES_PER_CHUNK) * 8 + aCol, vecA);
+        }
+        if (fastB && t < kFull) {
+#pragma unroll
+            for (int i = 0; i < B_QUADS; ++i)
+                bReg[i] = *reinterpret_cast<const float4*>(B + (size_t)(k0 + bRow + i * B_ROWS_PER_PASS) * N + col0 + bCol);
+        } else {
+#pragma unroll
+            for (int i = 0; i < B_QUADS; ++i)
+                bReg[i] = load4(B, N, K, N, k0 + bRow + i * B_ROWS_PER_PASS, col0 + bCol, vecB);
+        }
+    };
+    auto storeShared = [&](int stage) {
+#pragma unroll
+        for (int i = 0; i < A_QUADS; ++i) {
+            const int row = aRow + (i % A_PASSES_PER_CHUNK) * A_ROWS_PER_PASS;
+            float* as = &As[stage][((i / A_PASSES_PER_CHUNK) * 8 + aCol) * AS_LD + row];
+            as[0 * AS_LD] = aReg[i].x;  // transpose: the 4 k values go to 4 rows of As
+            as[1 * AS_LD] = aReg[i].y;
+            as[2 * AS_LD] = aReg[i].z;
+            as[3 * AS_LD] = aReg[i].w;
+        }
+#pragma unroll
+        for (int i = 0; i < B_QUADS; ++i)
+            *reinterpret_cast<float4*>(&Bs[stage][(bRow + i * B_ROWS_PER_PASS) * BN + bCol]) = bReg[i];
+    };
+
+    float acc[FM][FN] = {};
+    const int aFrag = warpRow * WM + lRow * TM;  // fragment origins inside a stage
+    const int bFrag = warpCol * WN + lCol * TN;
+
+    if (tBegin < tEnd) {
+        loadGlobal(tBegin);
+        storeShared(0);
+        __syncthreads();
+    }
+    for (int t = tBegin; t < tEnd; ++t) {
+        const int cur = (t - tBegin) & 1;
+        const bool more = t + 1 < tEnd;  // uniform across the block
+        if (more)  // the next tile's loads complete during the FMAs below
+            loadGlobal(t + 1);
+        const float* as = &As[cur][aFrag];
+        const float* bs = &Bs[cur][bFrag];
+#pragma unroll
+        for (int k = 0; k < BK; ++k) {
+            float regM[FM], regN[FN];
+#pragma unroll
+            for (int wm = 0; wm < WMITER; ++wm)
+#pragma unroll
+                for (int i = 0; i < TM; i += 4) {
+                    const float4 v = *reinterpret_cast<const float4*>(&as[k * AS_LD + wm * WSUBM + i]);
+                    regM[wm * TM + i + 0] = v.x;
+                    regM[wm * TM + i + 1] = v.y;
+                    regM[wm * TM + i + 2] = v.z;
+                    regM[wm * TM + i + 3] = v.w;
+                }
+#pragma unroll
+            for (int wn = 0; wn < WNITER; ++wn)
+#pragma unroll
+                for (int j = 0; j < TN; j += 4) {
+                    const float4 v = *reinterpret_cast<const float4*>(&bs[k * BN + wn * WSUBN + j]);
+                    regN[wn * TN + j + 0] = v.x;
+                    regN[wn * TN + j + 1] = v.y;
+                    regN[wn * TN + j + 2] = v.z;
+                    regN[wn * TN + j + 3] = v.w;
+                }
+#pragma unroll
+            for (int m = 0; m < FM; ++m)
+#pragma unroll
+                for (int n = 0; n < FN; ++n)
+                    acc[m][n] += regM[m] * regN[n];
+        }
+        if (more)
+            storeShared(cur ^ 1);
+        __syncthreads();  // the stores are visible, and nobody still reads stage `cur`
+    }
+
+    // Quad q of this thread = acc[m][n .. n+3] with m = q / (FN/4), n = 4 * (q % (FN/4)); it is
+    // C(row0 + aFrag + (m / TM) * WSUBM + m % TM, col0 + bFrag + (n / TN) * WSUBN + n % TN, +0..3).
+    auto quad = [&](int q) {
+        const int m = q / (FN / 4), n = 4 * (q % (FN / 4));
+        return make_float4(acc[m][n], acc[m][n + 1], acc[m][n + 2], acc[m][n + 3]);
+    };
+    auto store = [&](int q, float4 v) {
+        const int m = q / (FN / 4), n = 4 * (q % (FN / 4));
+        const int r = row0 + aFrag + (m / TM) * WSUBM + m % TM;
+        const int c = col0 + bFrag + (n / TN) * WSUBN + n % TN;
+        float* p = C + (size_t)r * N + c;
+        if (inside && vecC) {
+            if (beta == 0.0f) {
+                *reinterpret_cast<float4*>(p) = make_float4(alpha * v.x, alpha * v.y, alpha * v.z, alpha * v.w);
+            } else {
+                const float4 old = *reinterpret_cast<const float4*>(p);
+                *reinterpret_cast<float4*>(p) = make_float4(alpha * v.x + beta * old.x, alpha * v.y + beta * old.y,
+                                                            alpha * v.z + beta * old.z, alpha * v.w + beta * old.w);
+            }
+        } else if (r < M) {
+            if (c + 0 < N) p[0] = epilogue(alpha, v.x, beta, p + 0);
+            if (c + 1 < N) p[1] = epilogue(alpha, v.y, beta, p + 1);
+            if (c + 2 < N) p[2] = epilogue(alpha, v.z, beta, p + 2);
+            if (c + 3 < N) p[3] = epilogue(alpha, v.w, beta, p + 3);
+        }
+    };
+
+#if SPLIT_SLOTS > 0
+    if (gridDim.z > 1) {
+        // The launch plan keeps tilesM * tilesN * gridDim.z <= SPLIT_SLOTS; anything else would
+        // overrun the workspace, so stop loudly.
+        if (tilesM * tilesN * (int)gridDim.z > SPLIT_SLOTS)
+            __trap();
+        const int S = gridDim.z, z = blockIdx.z;
+        float4* mine = splitPartials + (size_t)(tile * S + z) * QUADS * THREADS + tid;
+#pragma unroll
+        for (int q = 0; q < QUADS; ++q)
+            __stcg(mine + q * THREADS, quad(q));
+        __threadfence();  // the partial is visible GPU-wide before this block counts itself in
+        __shared__ bool last;
+        __syncthreads();
+        if (tid == 0) {
+            last = atomicAdd(&splitArrivals[tile], 1u) == (unsigned)(S - 1);
+            if (last)
+                splitArrivals[tile] = 0;  // every block of this tile has counted: ready for the next launch
+        }
+        __syncthreads();
+        if (!last)
+            return;
+        __threadfence();  // order the reads of the other partials after the count
+        const float4* parts = splitPartials + (size_t)tile * S * QUADS * THREADS + tid;
+        // Sum the S partials in slice order. The own partial is read back like the others, which
+        // frees the accumulator registers for loads: 8 quads at a time, 4 slices per round trip.
+#pragma unroll
+        for (int q0 = 0; q0 < QUADS; q0 += 8) {
+            float4 sum[8];
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+                sum[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+            for (int s = 0; s < S; ++s) {
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    if (q0 + j < QUADS) {
+                        const float4 v = __ldcg(parts + ((size_t)s * QUADS + q0 + j) * THREADS);
+                        sum[j].x += v.x;
+                        sum[j].y += v.y;
+                        sum[j].z += v.z;
+                        sum[j].w += v.w;
+                    }
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+                if (q0 + j < QUADS)
+                    store(q0 + j, sum[j]);
+        }
+        return;
+    }
+#endif
+#pragma unroll
+    for (int q = 0; q < QUADS; ++q)
+        store(q, quad(q));
+}
