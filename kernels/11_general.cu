@@ -21,6 +21,7 @@
 //   run at the same time on different streams.
 // - Grouped tile order (GROUP_M): consecutive blocks walk GROUP_M tile rows down before moving
 //   right, so the blocks resident at one time share rows of A and columns of B in L2.
+
 #include "common.cuh"
 
 #ifndef BM
@@ -104,12 +105,22 @@ __device__ unsigned int splitArrivals[SPLIT_SLOTS];
 
 __device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<size_t>(p) & 15) == 0; }
 
-extern "C" __global__ void __launch_bounds__(THREADS, MINBLOCKS)
-sgemm_general(int M, int N, int K, float alpha, const float* __restrict__ A,
-              const float* __restrict__ B, float beta, float* __restrict__ C) {
-    __shared__ __align__(16) float As[2][BK * AS_LD];  // [stage][k][m], transposed and padded
-    __shared__ __align__(16) float Bs[2][BK * BN];     // [stage][k][n]
+// Four consecutive floats of a row: one 16-byte load, or four 4-byte loads when the row is not
+// 16-byte aligned (VEC false). p[0..3] must lie inside the matrix.
+template <bool VEC>
+__device__ __forceinline__ float4 ld4(const float* p) {
+    if constexpr (VEC)
+        return __ldg(reinterpret_cast<const float4*>(p));
+    else
+        return make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
+}
 
+// The whole block: main loop, partial K-tile, epilogue (and split-K reduction). VEC: A and B are
+// read with 16-byte loads (K and N multiples of 4, base pointers 16-byte aligned).
+template <bool VEC>
+__device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, const float* __restrict__ A,
+                                          const float* __restrict__ B, float beta, float* __restrict__ C,
+                                          float (&As)[2][BK * AS_LD], float (&Bs)[2][BK * BN]) {
     // Tile of this block in grouped order: linear id -> groups of GROUP_M tile rows, walked down
     // the rows of a group first. gridDim.x = tiles along N, gridDim.y = tiles along M.
     const int tilesN = gridDim.x, tilesM = gridDim.y;
@@ -121,16 +132,12 @@ sgemm_general(int M, int N, int K, float alpha, const float* __restrict__ A,
     const int tileCol = (tile % perGroup) / groupRows;
     const int row0 = tileRow * BM, col0 = tileCol * BN;
 
-    // K-tiles of this split: [tBegin, tEnd). Tiles below kFull lie wholly inside K.
+    // K-tiles of this split: [tBegin, tEnd); those below kFull lie wholly inside K, and the one at
+    // kFull (if K % BK != 0) is partial.
     const int kTiles = (K + BK - 1) / BK, kFull = K / BK;
     const int perSplit = (kTiles + gridDim.z - 1) / gridDim.z;
     const int tBegin = blockIdx.z * perSplit, tEnd = min(kTiles, tBegin + perSplit);
-
-    // Which operands may use 16-byte accesses, and whether this block needs bounds at all.
-    const bool vecA = K % 4 == 0 && aligned16(A), vecB = N % 4 == 0 && aligned16(B);
-    const bool vecC = N % 4 == 0 && aligned16(C);
-    const bool inside = row0 + BM <= M && col0 + BN <= N;
-    const bool fastA = vecA && inside, fastB = vecB && inside;
+    const int fullEnd = max(tBegin, min(tEnd, kFull));
 
     const int tid = threadIdx.x;
     const int warp = tid / 32, lane = tid % 32;
@@ -140,51 +147,48 @@ sgemm_general(int M, int N, int K, float alpha, const float* __restrict__ A,
     const int lCol = (lane & 1) | ((laneHi % (LCOLS / 2)) << 1);
     const int lRow = ((lane >> 1) & 1) | ((laneHi / (LCOLS / 2)) << 1);
 
-    // Copy maps of stage 08. A: two float4 per row of an 8-column chunk; B: BN/4 threads per row.
+    // Copy maps of stage 08. A: two float4 per row of an 8-column chunk, pass p covering rows
+    // aRow + p * A_ROWS_PER_PASS; B: BN/4 threads per row, the thread's 4 columns at bCol.
     const int aRow = tid / 2, aCol = (tid % 2) * 4;
     const int bRow = tid / (BN / 4), bCol = (tid % (BN / 4)) * 4;
+    // Clamped sources: a row of A past M reads row M-1, columns of B past N read column N-1 (or
+    // the last aligned 4 columns). Their products land in rows / columns of the tile that are
+    // never stored, and they are real, finite matrix elements.
+    const float* aSrc[A_PASSES_PER_CHUNK];
+#pragma unroll
+    for (int p = 0; p < A_PASSES_PER_CHUNK; ++p)
+        aSrc[p] = A + (size_t)min(row0 + aRow + p * A_ROWS_PER_PASS, M - 1) * K + aCol;
+    const int bColC = VEC ? min(col0 + bCol, N - 4) : min(col0 + bCol, N - 1);
+    const float* bSrc = B + (size_t)bRow * N + bColC;
+    // Scalar B: the 4 columns are clamped one by one (they need not be consecutive at the edge).
+    const int bStep1 = min(col0 + bCol + 1, N - 1) - bColC, bStep2 = min(col0 + bCol + 2, N - 1) - bColC,
+              bStep3 = min(col0 + bCol + 3, N - 1) - bColC;
 
     float4 aReg[A_QUADS], bReg[B_QUADS];  // the next tile, in flight between global and shared
-    // Element (r, c) of an operand with ld columns and rows x cols in bounds; zero outside.
-    auto load4 = [](const float* m, int ld, int rows, int cols, int r, int c, bool vec) -> float4 {
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (r >= rows)
-            return v;
-        const float* p = m + (size_t)r * ld + c;
-        if (vec) {  // c and cols are multiples of 4: the float4 is wholly inside or wholly outside
-            if (c < cols)
-                v = *reinterpret_cast<const float4*>(p);
-        } else {
-            if (c + 0 < cols) v.x = p[0];
-            if (c + 1 < cols) v.y = p[1];
-            if (c + 2 < cols) v.z = p[2];
-            if (c + 3 < cols) v.w = p[3];
+    auto loadFull = [&](int t) {  // K-tile t < kFull: every address is inside the matrix
+#pragma unroll
+        for (int i = 0; i < A_QUADS; ++i)
+            aReg[i] = ld4<VEC>(aSrc[i % A_PASSES_PER_CHUNK] + t * BK + (i / A_PASSES_PER_CHUNK) * 8);
+#pragma unroll
+        for (int i = 0; i < B_QUADS; ++i) {
+            const float* b = bSrc + (size_t)(t * BK + i * B_ROWS_PER_PASS) * N;
+            bReg[i] = VEC ? ld4<true>(b) : make_float4(__ldg(b), __ldg(b + bStep1), __ldg(b + bStep2), __ldg(b + bStep3));
         }
-        return v;
     };
-    auto loadGlobal = [&](int t) {
-        const int k0 = t * BK;
-        if (fastA && t < kFull) {
+    auto loadPartial = [&](int t) {  // the partial K-tile: zeros past K
 #pragma unroll
-            for (int i = 0; i < A_QUADS; ++i) {
-                const int r = row0 + aRow + (i % A_PASSES_PER_CHUNK) * A_ROWS_PER_PASS;
-                const int c = k0 + (i / A_PASSES_PER_CHUNK) * 8 + aCol;
-                aReg[i] = *reinterpret_cast<const float4*>(A + (size_t)r * K + c);
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < A_QUADS; ++i)
-                aReg[i] = load4(A, K, M, K, row0 + aRow + (i % A_PASSES_PER_CHUNK) * A_ROWS_PER_PASS,
-                                k0 + (i / A_PASSES_PER_CHUNK) * 8 + aCol, vecA);
+        for (int i = 0; i < A_QUADS; ++i) {
+            const int k = t * BK + (i / A_PASSES_PER_CHUNK) * 8 + aCol;
+            const float* a = aSrc[i % A_PASSES_PER_CHUNK] - aCol + k;
+            aReg[i] = make_float4(k < K ? a[0] : 0.0f, k + 1 < K ? a[1] : 0.0f, k + 2 < K ? a[2] : 0.0f,
+                                  k + 3 < K ? a[3] : 0.0f);
         }
-        if (fastB && t < kFull) {
 #pragma unroll
-            for (int i = 0; i < B_QUADS; ++i)
-                bReg[i] = *reinterpret_cast<const float4*>(B + (size_t)(k0 + bRow + i * B_ROWS_PER_PASS) * N + col0 + bCol);
-        } else {
-#pragma unroll
-            for (int i = 0; i < B_QUADS; ++i)
-                bReg[i] = load4(B, N, K, N, k0 + bRow + i * B_ROWS_PER_PASS, col0 + bCol, vecB);
+        for (int i = 0; i < B_QUADS; ++i) {
+            const int k = t * BK + bRow + i * B_ROWS_PER_PASS;
+            const float* b = bSrc + (size_t)(k - bRow) * N;
+            bReg[i] = k < K ? (VEC ? ld4<true>(b) : make_float4(b[0], b[bStep1], b[bStep2], b[bStep3]))
+                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
     };
     auto storeShared = [&](int stage) {
@@ -205,55 +209,66 @@ sgemm_general(int M, int N, int K, float alpha, const float* __restrict__ A,
     float acc[FM][FN] = {};
     const int aFrag = warpRow * WM + lRow * TM;  // fragment origins inside a stage
     const int bFrag = warpCol * WN + lCol * TN;
+    // One k of the outer product: FM x FN FMAs from FM + FN values loaded as float4.
+    auto step = [&](const float* as, const float* bs, int k) {
+        float regM[FM], regN[FN];
+#pragma unroll
+        for (int wm = 0; wm < WMITER; ++wm)
+#pragma unroll
+            for (int i = 0; i < TM; i += 4) {
+                const float4 v = *reinterpret_cast<const float4*>(&as[k * AS_LD + wm * WSUBM + i]);
+                regM[wm * TM + i + 0] = v.x;
+                regM[wm * TM + i + 1] = v.y;
+                regM[wm * TM + i + 2] = v.z;
+                regM[wm * TM + i + 3] = v.w;
+            }
+#pragma unroll
+        for (int wn = 0; wn < WNITER; ++wn)
+#pragma unroll
+            for (int j = 0; j < TN; j += 4) {
+                const float4 v = *reinterpret_cast<const float4*>(&bs[k * BN + wn * WSUBN + j]);
+                regN[wn * TN + j + 0] = v.x;
+                regN[wn * TN + j + 1] = v.y;
+                regN[wn * TN + j + 2] = v.z;
+                regN[wn * TN + j + 3] = v.w;
+            }
+#pragma unroll
+        for (int m = 0; m < FM; ++m)
+#pragma unroll
+            for (int n = 0; n < FN; ++n)
+                acc[m][n] += regM[m] * regN[n];
+    };
 
-    if (tBegin < tEnd) {
-        loadGlobal(tBegin);
+    // Main loop over the full K-tiles, two shared-memory stages as in stage 08. The next tile is
+    // loaded unconditionally (the last iteration reloads its own tile into the idle stage) so that
+    // the loop body has no branch.
+    if (tBegin < fullEnd) {
+        loadFull(tBegin);
         storeShared(0);
         __syncthreads();
     }
-    for (int t = tBegin; t < tEnd; ++t) {
+    for (int t = tBegin; t < fullEnd; ++t) {
         const int cur = (t - tBegin) & 1;
-        const bool more = t + 1 < tEnd;  // uniform across the block
-        if (more)  // the next tile's loads complete during the FMAs below
-            loadGlobal(t + 1);
-        const float* as = &As[cur][aFrag];
-        const float* bs = &Bs[cur][bFrag];
+        loadFull(min(t + 1, fullEnd - 1));  // completes during the FMAs below
 #pragma unroll
-        for (int k = 0; k < BK; ++k) {
-            float regM[FM], regN[FN];
-#pragma unroll
-            for (int wm = 0; wm < WMITER; ++wm)
-#pragma unroll
-                for (int i = 0; i < TM; i += 4) {
-                    const float4 v = *reinterpret_cast<const float4*>(&as[k * AS_LD + wm * WSUBM + i]);
-                    regM[wm * TM + i + 0] = v.x;
-                    regM[wm * TM + i + 1] = v.y;
-                    regM[wm * TM + i + 2] = v.z;
-                    regM[wm * TM + i + 3] = v.w;
-                }
-#pragma unroll
-            for (int wn = 0; wn < WNITER; ++wn)
-#pragma unroll
-                for (int j = 0; j < TN; j += 4) {
-                    const float4 v = *reinterpret_cast<const float4*>(&bs[k * BN + wn * WSUBN + j]);
-                    regN[wn * TN + j + 0] = v.x;
-                    regN[wn * TN + j + 1] = v.y;
-                    regN[wn * TN + j + 2] = v.z;
-                    regN[wn * TN + j + 3] = v.w;
-                }
-#pragma unroll
-            for (int m = 0; m < FM; ++m)
-#pragma unroll
-                for (int n = 0; n < FN; ++n)
-                    acc[m][n] += regM[m] * regN[n];
-        }
-        if (more)
-            storeShared(cur ^ 1);
+        for (int k = 0; k < BK; ++k)
+            step(&As[cur][aFrag], &Bs[cur][bFrag], k);
+        storeShared(cur ^ 1);
         __syncthreads();  // the stores are visible, and nobody still reads stage `cur`
+    }
+    // The partial K-tile, if this split holds it: K % BK steps, loaded with checks.
+    if (fullEnd < tEnd) {
+        loadPartial(fullEnd);
+        storeShared(0);
+        __syncthreads();
+#pragma unroll 1
+        for (int k = 0; k < K - fullEnd * BK; ++k)
+            step(&As[0][aFrag], &Bs[0][bFrag], k);
     }
 
     // Quad q of this thread = acc[m][n .. n+3] with m = q / (FN/4), n = 4 * (q % (FN/4)); it is
     // C(row0 + aFrag + (m / TM) * WSUBM + m % TM, col0 + bFrag + (n / TN) * WSUBN + n % TN, +0..3).
+    const bool fastC = row0 + BM <= M && col0 + BN <= N && N % 4 == 0 && aligned16(C);
     auto quad = [&](int q) {
         const int m = q / (FN / 4), n = 4 * (q % (FN / 4));
         return make_float4(acc[m][n], acc[m][n + 1], acc[m][n + 2], acc[m][n + 3]);
@@ -263,7 +278,7 @@ sgemm_general(int M, int N, int K, float alpha, const float* __restrict__ A,
         const int r = row0 + aFrag + (m / TM) * WSUBM + m % TM;
         const int c = col0 + bFrag + (n / TN) * WSUBN + n % TN;
         float* p = C + (size_t)r * N + c;
-        if (inside && vecC) {
+        if (fastC) {
             if (beta == 0.0f) {
                 *reinterpret_cast<float4*>(p) = make_float4(alpha * v.x, alpha * v.y, alpha * v.z, alpha * v.w);
             } else {
@@ -278,7 +293,6 @@ sgemm_general(int M, int N, int K, float alpha, const float* __restrict__ A,
             if (c + 3 < N) p[3] = epilogue(alpha, v.w, beta, p + 3);
         }
     };
-
 #if SPLIT_SLOTS > 0
     if (gridDim.z > 1) {
         // The launch plan keeps tilesM * tilesN * gridDim.z <= SPLIT_SLOTS; anything else would
@@ -291,7 +305,7 @@ sgemm_general(int M, int N, int K, float alpha, const float* __restrict__ A,
         for (int q = 0; q < QUADS; ++q)
             __stcg(mine + q * THREADS, quad(q));
         __threadfence();  // the partial is visible GPU-wide before this block counts itself in
-        __shared__ bool last;
+        __shared__ bool last;  // (one flag per kernel: both instantiations run in different launches)
         __syncthreads();
         if (tid == 0) {
             last = atomicAdd(&splitArrivals[tile], 1u) == (unsigned)(S - 1);
@@ -335,4 +349,22 @@ sgemm_general(int M, int N, int K, float alpha, const float* __restrict__ A,
 #pragma unroll
     for (int q = 0; q < QUADS; ++q)
         store(q, quad(q));
+}
+
+// The scalar variant is a function of its own, so that its loop cannot be merged with the fast one.
+__device__ __noinline__ void gemmBlockScalar(int M, int N, int K, float alpha, const float* __restrict__ A,
+                                             const float* __restrict__ B, float beta, float* __restrict__ C,
+                                             float (&As)[2][BK * AS_LD], float (&Bs)[2][BK * BN]) {
+    gemmBlock<false>(M, N, K, alpha, A, B, beta, C, As, Bs);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, MINBLOCKS)
+sgemm_general(int M, int N, int K, float alpha, const float* __restrict__ A,
+              const float* __restrict__ B, float beta, float* __restrict__ C) {
+    __shared__ __align__(16) float As[2][BK * AS_LD];  // [stage][k][m], transposed and padded
+    __shared__ __align__(16) float Bs[2][BK * BN];     // [stage][k][n]
+    if (K % 4 == 0 && N % 4 == 0 && aligned16(A) && aligned16(B))
+        gemmBlock<true>(M, N, K, alpha, A, B, beta, C, As, Bs);
+    else
+        gemmBlockScalar(M, N, K, alpha, A, B, beta, C, As, Bs);
 }
