@@ -351,13 +351,6 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
         store(q, quad(q));
 }
 
-// The scalar variant is a function of its own, so that its loop cannot be merged with the fast one.
-__device__ __noinline__ void gemmBlockScalar(int M, int N, int K, float alpha, const float* __restrict__ A,
-                                             const float* __restrict__ B, float beta, float* __restrict__ C,
-                                             float (&As)[2][BK * AS_LD], float (&Bs)[2][BK * BN]) {
-    gemmBlock<false>(M, N, K, alpha, A, B, beta, C, As, Bs);
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS, MINBLOCKS)
 sgemm_general(int M, int N, int K, float alpha, const float* __restrict__ A,
               const float* __restrict__ B, float beta, float* __restrict__ C) {
@@ -366,5 +359,5 @@ sgemm_general(int M, int N, int K, float alpha, const float* __restrict__ A,
     if (K % 4 == 0 && N % 4 == 0 && aligned16(A) && aligned16(B))
         gemmBlock<true>(M, N, K, alpha, A, B, beta, C, As, Bs);
     else
-        gemmBlockScalar(M, N, K, alpha, A, B, beta, C, As, Bs);
+        gemmBlock<false>(M, N, K, alpha, A, B, beta, C, As, Bs);
 }

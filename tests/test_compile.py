@@ -50,6 +50,16 @@ def test_every_configured_kernel_compiles_for_sm90_without_spills(lab, nvcc, tmp
         assert (tmp_path / f"{spec.id}.log").read_text().startswith(nvcc)
 
 
+@pytest.mark.parametrize("probe", sorted((ROOT / "tools" / "probes").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_probe_kernel_compiles_for_sm90_without_spills(probe, nvcc, tmp_path):
+    """Probe configurations (stages on trial, not yet in the ladder) hold to the same standard."""
+    cfg = cfgmod.load(probe)
+    results = comp.compile_check(list(cfg.kernels), "sm_90", tmp_path, cfg.cpu.cflags)
+    errors = [err for _, _, err in results if err]
+    assert not errors, "\n".join(errors)
+    assert all(res.local_bytes == 0 for spec, res, _ in results if spec.backend != "host")
+
+
 def test_every_sweep_point_that_passes_the_filter_compiles(lab, nvcc, tmp_path):
     """What the tile sweep will compile on the GPU compiles here (spills are allowed: the sweep records
     them and the autotuner never picks such a point)."""

@@ -65,3 +65,34 @@ def test_max_dim_skips_large_shapes_and_names_its_config_key(lab):
     host = next(k for k in lab.kernels if k.backend == "host")
     big = Shape(m=lab.cpu.max_dim + 1, n=8, k=8)
     assert geometry.unsupported_reason(host, big).endswith("(config cpu.max_dim)")
+
+
+def _split_spec(**params):
+    base = {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "SPLIT_SLOTS": 264, "SPLIT_MAX": 16}
+    return spec(source="11_general.cu", entry="sgemm_general", shapes="any", params={**base, **params})
+
+
+@pytest.mark.parametrize("m,n,k,want", [
+    (512, 512, 16384, 16),     # 16 tiles: 16 slices (SPLIT_MAX), 256 blocks
+    (1024, 1024, 1024, 4),     # 64 tiles: 264 // 64 = 4
+    (1024, 1024, 8192, 4),
+    (2048, 2048, 2048, 1),     # 256 tiles already fill the slots
+    (128, 128, 128, 1),        # 8 K-steps: too short to split
+    (131, 67, 2053, 15),       # 2 tiles, 129 K-steps: 16 wanted, 15 slices of 9 so none is empty
+])
+def test_split_k_fills_idle_slots_without_empty_slices(m, n, k, want):
+    s = _split_spec()
+    shape = Shape(m=m, n=n, k=k)
+    grid = geometry.plan(s, shape).grid
+    assert grid[2] == geometry.splits(s, shape) == want
+    tiles, k_tiles = grid[0] * grid[1], -(-k // 16)
+    assert tiles * grid[2] <= 264  # the kernel's workspace holds SPLIT_SLOTS blocks
+    per = -(-k_tiles // grid[2])
+    assert (grid[2] - 1) * per < k_tiles  # the last slice has work
+    if want > 1:
+        assert k_tiles // grid[2] >= geometry.SPLIT_MIN_KTILES
+
+
+def test_no_split_without_workspace_or_for_other_kernels():
+    assert geometry.splits(_split_spec(SPLIT_SLOTS=0), Shape(m=512, n=512, k=16384)) == 1
+    assert geometry.plan(spec(), Shape(m=64, n=64, k=65536)).grid[2] == 1
