@@ -1,0 +1,92 @@
+"""Per-shape dispatch: a stage that runs, on each shape, the fastest verified configuration of another
+stage, chosen from measurements the pipeline made on the GPU at hand.
+
+A dispatch stage names a base stage (``dispatch_from``) and a list of ``candidates``: parameter
+overrides of the base. The pipeline times every candidate on every shape the stage will be timed on
+(a shape sweep); :func:`pick_table` turns those rows into the dispatch table, one entry per shape,
+which the build records as data and the report prints. A shape that is not in the table (a check
+shape, say) gets the entry of the nearest measured shape in log space (:func:`choose`), so the rule
+for unseen shapes is part of the same data. The compiled candidates travel as one bundle
+(:func:`pack` / :func:`unpack`). No GPU and no CUDA import here.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import zipfile
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+from .config import KernelSpec, Shape
+from .errors import LabError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def candidate_params(base: KernelSpec, candidates: Iterable[Mapping[str, int]]) -> list[dict[str, int]]:
+    """Full parameter sets of the candidates (base parameters with each override), in order, no repeats."""
+    out, seen = [], set()
+    for over in candidates:
+        unknown = sorted(set(over) - set(base.params))
+        if unknown:
+            raise LabError(f"dispatch candidate {dict(over)} sets {', '.join(unknown)}, which stage {base.id} "
+                           "does not have")
+        p = {**base.params, **over}
+        key = json.dumps(p, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
+def pick_table(rows: "pd.DataFrame") -> list[dict]:
+    """The dispatch table from shape-sweep rows (columns m, n, k, candidate, params, status, verified,
+    within_local_budget, median_ms, tflops): for each shape the fastest eligible candidate, with the
+    runner-up's time for the margin. Shapes with no eligible candidate are left out."""
+    from .autotune import eligible
+
+    ok = eligible(rows)
+    table = []
+    for (m, n, k), group in ok.groupby(["m", "n", "k"], sort=True):
+        ranked = group.sort_values(["median_ms", "candidate"])
+        best = ranked.iloc[0]
+        second = ranked.iloc[1] if len(ranked) > 1 else None
+        table.append(dict(m=int(m), n=int(n), k=int(k), candidate=int(best["candidate"]),
+                          params=json.loads(best["params"]), tflops=float(best["tflops"]),
+                          median_ms=float(best["median_ms"]),
+                          runner_up=int(second["candidate"]) if second is not None else None,
+                          margin=float(second["median_ms"] / best["median_ms"]) if second is not None else None))
+    return table
+
+
+def _distance(a: Shape, b: Mapping) -> float:
+    return sum(abs(math.log2(x / y)) for x, y in ((a.m, b["m"]), (a.n, b["n"]), (a.k, b["k"])))
+
+
+def choose(table: list[Mapping], shape: Shape) -> Mapping:
+    """The table entry for ``shape``: its own if measured, else the nearest measured shape (sum of
+    |log2| ratios of M, N and K; ties go to the earlier entry)."""
+    if not table:
+        raise LabError("dispatch table is empty: no candidate verified on any shape")
+    return min(table, key=lambda e: _distance(shape, e))
+
+
+def used_candidates(table: list[Mapping]) -> list[int]:
+    """Candidates that some shape dispatches to, in order: the ones the build compiles."""
+    return sorted({int(e["candidate"]) for e in table})
+
+
+def pack(cubins: Mapping[int, bytes]) -> bytes:
+    """One file holding the compiled candidates (a zip of ``<candidate>.cubin``)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as z:
+        for idx, cubin in sorted(cubins.items()):
+            z.writestr(f"{idx}.cubin", cubin)
+    return buf.getvalue()
+
+
+def unpack(data: bytes) -> dict[int, bytes]:
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        return {int(name.split(".")[0]): z.read(name) for name in z.namelist()}
