@@ -62,3 +62,31 @@ def test_unseen_shapes_take_the_nearest_measured_shape_in_log_space():
 def test_bundle_round_trip():
     cubins = {3: b"\x7fELF three", 0: b"\x7fELF zero"}
     assert dispatch.unpack(dispatch.pack(cubins)) == cubins
+
+
+def _config(dispatch_entry, base_over=None):
+    base = kernel_entry(id="98_base", constraints=["BM * BK == THREADS", "BK * BN == THREADS"],
+                        **(base_over or {}))
+    return cfgmod.from_dict({"kernels": [base, dict(id="99_dispatch", title="d", **dispatch_entry)]})
+
+
+def test_dispatch_stage_config():
+    cfg = _config({"dispatch_from": "98_base", "candidates": [{}, {"BM": 32, "BN": 32, "TM": 4}]})
+    spec = cfg.kernel("99_dispatch")
+    assert spec.dispatched and not spec.autotuned
+    assert spec.dispatch_from == "98_base" and [dict(c) for c in spec.candidates] == [{}, {"BM": 32, "BN": 32, "TM": 4}]
+    assert not cfg.kernel("98_base").dispatched
+
+
+@pytest.mark.parametrize("entry, needle", [
+    ({"dispatch_from": "97_missing", "candidates": [{}]}, "not an earlier CUDA stage"),
+    ({"dispatch_from": "98_base", "candidates": [{"WM": 32}]}, "candidates\\[0\\] sets WM"),
+    ({"dispatch_from": "98_base", "candidates": [{}, {"BM": 32}]}, "candidates\\[1\\].*constraint"),
+    ({"dispatch_from": "98_base"}, "kernels\\[1\\]"),  # candidates are required
+    ({"dispatch_from": "98_base", "candidates": [{}], "source": "04_1d_blocktiling.cu"}, "kernels\\[1\\]"),
+])
+def test_dispatch_stage_config_errors(entry, needle):
+    from sgemm_lab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=needle):
+        _config(entry)

@@ -69,6 +69,8 @@ class KernelSpec:
     sweep: tuple[Mapping[str, tuple[int, ...]], ...] = ()  # grids; the sweep is the union of their products
     sweep_axes: tuple[str, ...] = ()
     tune_from: tuple[str, ...] = ()
+    dispatch_from: str = ""  # a per-shape dispatch stage: its base stage (see sgemm_lab.dispatch)
+    candidates: tuple[Mapping[str, int], ...] = ()  # ... and the parameter overrides it chooses among
     signature: str = "gemm"
     micro_tile: tuple[str, str] = ("TM", "TN")
     max_dim: int | None = None  # shapes with a larger dimension are skipped (host stages: cpu.max_dim)
@@ -82,6 +84,10 @@ class KernelSpec:
     @property
     def autotuned(self) -> bool:
         return bool(self.tune_from)
+
+    @property
+    def dispatched(self) -> bool:
+        return bool(self.dispatch_from)
 
     @property
     def has_sweep(self) -> bool:
@@ -261,6 +267,17 @@ def validate(raw: Mapping[str, Any], *, source: str = "config") -> dict:
             if target is None or not target.get("sweep"):
                 raise ConfigError(f"{source}: kernels[{i}] ({k['id']}): tune_from names '{src}', "
                                   "which is not a configured stage with a tile sweep")
+        if "dispatch_from" in k:
+            earlier = {t["id"]: t for t in cfg["kernels"][:i]}
+            base = earlier.get(k["dispatch_from"])
+            if base is None or "source" not in base or base.get("backend", "cuda") != "cuda":
+                raise ConfigError(f"{source}: kernels[{i}] ({k['id']}): dispatch_from names '{k['dispatch_from']}', "
+                                  "which is not an earlier CUDA stage with a source")
+            for j, over in enumerate(k["candidates"]):
+                unknown = sorted(set(over) - set(base.get("params", {})))
+                if unknown:
+                    raise ConfigError(f"{source}: kernels[{i}] ({k['id']}): candidates[{j}] sets "
+                                      f"{', '.join(unknown)}, which {base['id']} has no default for")
         if "source" in k and not (KERNEL_DIR / k["source"]).is_file():
             raise ConfigError(
                 f"{source}: kernels[{i}] ({k['id']}): source file kernels/{k['source']} does not exist"
@@ -306,6 +323,8 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
             sweep=sweep,
             sweep_axes=tuple(k.get("sweep_axes") or swept_names[:2]),
             tune_from=tuple(k.get("tune_from", ())),
+            dispatch_from=k.get("dispatch_from", ""),
+            candidates=tuple(_frozen(c) for c in k.get("candidates", ())),
             signature=k["signature"],
             micro_tile=tuple(k.get("micro_tile") or (("TM" if "TM" in k["params"] else "1"),
                                                      ("TN" if "TN" in k["params"] else "1"))),
@@ -315,6 +334,13 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
         )
         try:
             check_params(spec)
+            if spec.dispatched:  # every candidate must be a configuration its base stage can run
+                base = next(b for b in kernels if b.id == spec.dispatch_from)
+                for j, over in enumerate(spec.candidates):
+                    try:
+                        check_params(base.with_params(**over))
+                    except ConfigError as exc:
+                        raise ConfigError(f"kernel {spec.id}: candidates[{j}]: {exc}") from None
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
         kernels.append(spec)

@@ -127,7 +127,7 @@ def violations(spec: KernelSpec, *, max_shared: int | None = None) -> list[str]:
 
 def check_params(spec: KernelSpec) -> None:
     """Reject a configured entry whose default parameters no device could run (ConfigError)."""
-    if spec.autotuned:
+    if spec.autotuned or spec.dispatched:
         return
     if spec.backend == "host" and spec.geometry != "host":
         raise ConfigError(f"kernel {spec.id}: backend 'host' needs geometry: host")

@@ -21,6 +21,10 @@ try:
     LAB = from_dict(config, trusted=True)
 except ConfigError as exc:
     raise WorkflowError(f"invalid configuration: {exc}")
+_dispatched = [k.id for k in LAB.kernels if k.dispatched]
+if _dispatched:  # the table logic and the config exist (sgemm_lab.dispatch); its rules do not yet
+    raise WorkflowError(f"invalid configuration: stage(s) {', '.join(_dispatched)} use dispatch_from, which the "
+                        "workflow does not run yet (no shape-sweep rule); remove them from the kernel list")
 
 RUN = LAB.run
 RESULTS = f"results/{RUN}"
