@@ -123,3 +123,16 @@ def test_suite_shapes_are_timed_by_the_stages_in_the_suite(raw_config):
         assert len(set(shapes)) == len(shapes)  # 4096^3 is in both lists, timed once
     raw_config["suite"] = {}
     assert all(from_dict(raw_config).bench_shapes(i) == lab.bench.shapes for i in lab.implementations)
+
+
+def test_boolean_switches_given_on_the_command_line_are_booleans():
+    from sgemm_lab import config as cfgmod
+
+    raw = {"kernels": [{"id": "01_naive", "title": "t", "source": "01_naive.cu", "entry": "sgemm_naive",
+                        "geometry": "elementwise", "params": {"BLOCK": 256}, "shapes": "any"}]}
+    got = cfgmod.validate({**raw, "strict": "false", "failure_tests": "False"})
+    assert got["strict"] is False and got["failure_tests"] is False
+    from sgemm_lab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="failure_tests"):
+        cfgmod.validate({**raw, "failure_tests": "maybe"})

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A probe: the pipeline on a probe configuration (tools/probes/*.yaml: a few stages or variants on the
 # check shapes and the suite), then the ratio of each to cuBLAS per shape (tools/bench_table.py).
-#   bash tools/probe.sh tools/probes/11_general.yaml [snakemake args...]
+#   bash tools/probe.sh tools/probes/11_general.yaml [KEY=VALUE config items, e.g. failure_tests=false]
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cfg=$1

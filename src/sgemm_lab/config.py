@@ -244,11 +244,13 @@ def validate(raw: Mapping[str, Any], *, source: str = "config") -> dict:
     Raises ConfigError with one line naming the offending key and the file.
     """
     cfg = copy.deepcopy(dict(raw))
-    if isinstance(cfg.get("strict"), str) and cfg["strict"].lower() in ("true", "false"):
-        cfg["strict"] = cfg["strict"].lower() == "true"  # --config strict=false arrives as a string
+    schema = load_schema()
+    for key, sub in schema["properties"].items():  # --config strict=false arrives as a string
+        if sub.get("type") == "boolean" and isinstance(cfg.get(key), str) and cfg[key].lower() in ("true", "false"):
+            cfg[key] = cfg[key].lower() == "true"
     import jsonschema
 
-    validator = _with_defaults(jsonschema.Draft202012Validator)(load_schema())
+    validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
     errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))
     if errors:
         err = errors[0]
