@@ -305,7 +305,7 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
         for (int q = 0; q < QUADS; ++q)
             __stcg(mine + q * THREADS, quad(q));
         __threadfence();  // the partial is visible GPU-wide before this block counts itself in
-        __shared__ bool last;  // (one flag per kernel: both instantiations run in different launches)
+        __shared__ bool last;  // this block arrived last for its tile
         __syncthreads();
         if (tid == 0) {
             last = atomicAdd(&splitArrivals[tile], 1u) == (unsigned)(S - 1);
