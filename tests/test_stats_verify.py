@@ -116,3 +116,19 @@ def test_check_modes_catch_an_ignored_alpha_and_a_read_of_c_when_beta_is_zero():
     assert [r["passed"] for r in bad_alpha] == [True, True, False]
     bad_c = _check_rows(p, verify.references(p), reads_c_always, 10.0)
     assert [r["passed"] for r in bad_c] == [True, False, True] and "NaN" in bad_c[1]["reason"]
+
+
+def test_cancelling_terms_do_not_turn_rounding_into_a_failure():
+    # One output where alpha*a*b and beta*c nearly cancel: the float32 result is as exact as float32
+    # allows, yet its error relative to the tiny result is above the tolerance for k = 1.
+    a, b, c = np.float32(0.8), np.float32(0.7), np.float32(0.9333)
+    alpha, beta = 1.25, -0.75
+    ref = np.array([[alpha * float(a) * float(b) + beta * float(c)]])
+    ab, bc = np.array([[alpha * float(a) * float(b)]]), np.array([[beta * float(c)]])
+    out = np.array([[np.float32(alpha) * (a * b) + np.float32(beta) * c]], dtype=np.float32)
+    tol = verify.tolerance(1, 10)
+    assert not verify.compare(out, ref, tol).passed  # measured against |ref| alone
+    v = verify.compare(out, ref, tol, terms=(ab, bc))
+    assert v.passed and v.rel_err < 2 * verify.EPS_FP32
+    # a real error stays a failure: beta * C forgotten
+    assert not verify.compare(ab.astype(np.float32), ref, tol, terms=(ab, bc)).passed

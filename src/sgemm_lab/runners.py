@@ -39,10 +39,11 @@ def _check_rows(problem: verify.Problem, refs, run, factor: float) -> list[dict]
     tol = verify.tolerance(problem.shape.k, factor)
     scaled_c = problem.beta * problem.c.astype(np.float64)
     rows = []
-    for mode, alpha, beta, ref, poison in (("beta", problem.alpha, problem.beta, refs[0], False),
-                                           ("beta0_poisoned", problem.alpha, 0.0, refs[1], True),
-                                           ("alpha0", 0.0, problem.beta, scaled_c, False)):
-        v = verify.compare(run(alpha, beta, poison), ref, tol)
+    for mode, alpha, beta, ref, terms, poison in (
+            ("beta", problem.alpha, problem.beta, refs[0], (refs[1], scaled_c), False),
+            ("beta0_poisoned", problem.alpha, 0.0, refs[1], (), True),
+            ("alpha0", 0.0, problem.beta, scaled_c, (), False)):
+        v = verify.compare(run(alpha, beta, poison), ref, tol, terms=terms)
         rows.append(dict(mode=mode, alpha=alpha, beta=beta, seed=problem.seed, passed=v.passed,
                          rel_err=v.rel_err, max_abs_err=v.max_abs_err, nonfinite=v.nonfinite,
                          tolerance=v.tolerance, reason=v.reason))
