@@ -8,9 +8,10 @@
 //   K, loads float4 with no checks, exactly as stage 08. Only the blocks on the bottom and right
 //   edges, and the last (partial) K-tile, take the checked path, which loads zeros outside the
 //   matrix so the FMAs need no branches. The choice is uniform across the block.
-// - Alignment per operand. A row of A starts 16-byte aligned only when K is a multiple of 4, a row
-//   of B or C only when N is; an operand that is not falls back to 4-byte loads (stores for C),
-//   while the others keep float4.
+// - Alignment. A row of A starts 16-byte aligned only when K is a multiple of 4, a row of B or C
+//   only when N is. When either is not (or a base pointer is not 16-byte aligned), A and B are read
+//   with 4-byte loads by a second instance of the block code; C is stored with float4 wherever its
+//   rows are aligned, independently of A and B.
 // - Split-K. A 1024^3 product has 64 tiles of 128 x 128: 0.24 of the 264 blocks the H100 runs at
 //   once. The launch plan (geometry: SPLIT_SLOTS) then splits K into gridDim.z slices, one block
 //   each. Every block stores its partial tile to a workspace and counts itself in; the last block

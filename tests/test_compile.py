@@ -5,6 +5,7 @@ from conftest import ROOT, kernel_entry
 
 from sgemm_lab import compile as comp
 from sgemm_lab import config as cfgmod
+from sgemm_lab import dispatch
 from sgemm_lab.errors import CompileError
 
 PTXAS_SAMPLE = """\
@@ -35,9 +36,14 @@ def test_compile_options_are_the_single_source_of_flags(lab):
     assert {"-DBM=64", "-DBN=64", "-DBK=8", "-DTM=8"} <= set(opts)
 
 
+def compiled_specs(cfg):
+    """The stages as the build compiles them: a dispatch stage as each of its candidates."""
+    return [c for k in cfg.kernels for c in (dispatch.candidate_specs(cfg, k) if k.dispatched else [k])]
+
+
 def test_every_configured_kernel_compiles_for_sm90_without_spills(lab, nvcc, tmp_path):
     configs = [lab, cfgmod.load(ROOT / ".test" / "config" / "config.yaml")]
-    specs = {k.id: k for c in configs for k in c.kernels}.values()
+    specs = {k.id: k for c in configs for k in compiled_specs(c)}.values()
     results = comp.compile_check(specs, "sm_90", tmp_path, lab.cpu.cflags)
     errors = [err for _, _, err in results if err]
     assert not errors, "\n".join(errors)
@@ -54,7 +60,7 @@ def test_every_configured_kernel_compiles_for_sm90_without_spills(lab, nvcc, tmp
 def test_every_probe_kernel_compiles_for_sm90_without_spills(probe, nvcc, tmp_path):
     """Probe configurations (stages on trial, not yet in the ladder) hold to the same standard."""
     cfg = cfgmod.load(probe)
-    results = comp.compile_check(list(cfg.kernels), "sm_90", tmp_path, cfg.cpu.cflags)
+    results = comp.compile_check(compiled_specs(cfg), "sm_90", tmp_path, cfg.cpu.cflags)
     errors = [err for _, _, err in results if err]
     assert not errors, "\n".join(errors)
     assert all(res.local_bytes == 0 for spec, res, _ in results if spec.backend != "host")

@@ -59,7 +59,12 @@ def test_unseen_shapes_take_the_nearest_measured_shape_in_log_space():
 
 def test_bundle_round_trip():
     cubins = {3: b"\x7fELF three", 0: b"\x7fELF zero"}
-    assert dispatch.unpack(dispatch.pack(cubins)) == cubins
+    table = [dict(m=1, n=2, k=3, candidate=3), dict(m=4, n=5, k=6, candidate=0)]
+    assert dispatch.unpack(dispatch.pack(cubins, table)) == (cubins, table)
+    with pytest.raises(LabError, match=r"lacks the candidates \[3\]"):
+        dispatch.unpack(dispatch.pack({0: b"zero"}, table))
+    with pytest.raises(LabError, match="not a dispatch bundle"):
+        dispatch.unpack(b"\x7fELF")
 
 
 def _config(dispatch_entry, base_over=None):
@@ -88,3 +93,45 @@ def test_dispatch_stage_config_errors(entry, needle):
 
     with pytest.raises(ConfigError, match=needle):
         _config(entry)
+
+
+def test_a_dispatch_stage_runs_as_its_base_and_each_candidate_as_a_plain_stage():
+    cfg = _config({"dispatch_from": "98_base", "candidates": [{}, {"BM": 32, "BN": 32, "TM": 4}], "explain": "why"})
+    spec = dispatch.resolve(cfg, cfg.kernel("99_dispatch"))
+    base = cfg.kernel("98_base")
+    assert (spec.id, spec.explain, spec.source, spec.entry, dict(spec.params)) == \
+        ("99_dispatch", "why", base.source, base.entry, dict(base.params))
+    assert spec.dispatched and not spec.sweep
+    cands = dispatch.candidate_specs(cfg, cfg.kernel("99_dispatch"))
+    assert [c.id for c in cands] == ["99_dispatch.0", "99_dispatch.1"]
+    assert not any(c.dispatched for c in cands)
+    assert dict(cands[1].params) == {"BM": 32, "BN": 32, "BK": 8, "TM": 4}
+
+
+def _build_record(kernel="99_dispatch"):
+    table = dispatch.pick_table(rows([(0, 1024, 1024, 1024, 0.10), (1, 1024, 1024, 1024, 0.08),
+                                      (0, 4096, 4096, 4096, 2.7)]))
+    return dict(kernel=kernel, status="ok", registers=90, params={"BM": 64}, dispatch_table=table,
+                candidates={"0": dict(params={"BM": 32}, registers=80, local_bytes=0),
+                            "1": dict(params={"BM": 64}, registers=90, local_bytes=0)})
+
+
+def test_dispatch_rows_are_tidy_one_per_shape():
+    from sgemm_lab.dispatch_steps import DISPATCH_COLUMNS, dispatch_rows
+
+    got = dispatch_rows([_build_record(), dict(kernel="05_other", status="ok", registers=40)])
+    assert [(r["m"], r["candidate"], r["registers"]) for r in got] == [(1024, 1, 90), (4096, 0, 80)]
+    assert all(set(r) == set(DISPATCH_COLUMNS) for r in got)
+    assert json.loads(got[0]["params"]) == {"BM": 64} and got[1]["runner_up"] is None
+
+
+def test_report_prints_the_dispatch_table_as_measured():
+    from sgemm_lab.dispatch_steps import dispatch_rows
+    from sgemm_lab.report import dispatch_table
+
+    cfg = _config({"dispatch_from": "98_base", "candidates": [{}, {"BM": 32, "BN": 32, "TM": 4}]})
+    spec = cfg.kernel("99_dispatch")
+    text = "\n".join(dispatch_table(cfg, spec, pd.DataFrame(dispatch_rows([_build_record()]))))
+    assert "| 1024³ | 1 | as the base | 26.84 | 0 | 1.250× | 90 |" in text
+    assert "| 4096³ | 0 | BM=32 | 50.90 | – | – | 80 |" in text
+    assert "No dispatch table" in dispatch_table(cfg, spec, pd.DataFrame(columns=["kernel"]))[0]

@@ -72,17 +72,19 @@ def test_invalid_config_is_reported_without_traceback(checkout):
     assert "Traceback" not in out
 
 
-def test_dispatch_stage_is_refused_with_one_line_until_the_workflow_runs_it(checkout):
-    (checkout / "d.yaml").write_text(
-        "kernels:\n"
-        "  - {id: 04_1d_blocktiling, title: t, source: 04_1d_blocktiling.cu, entry: sgemm_1d_blocktiling,\n"
-        "     geometry: block_tile, params: {BM: 64, BN: 64, BK: 8, TM: 8}}\n"
-        "  - {id: 12_dispatch, title: d, dispatch_from: 04_1d_blocktiling, candidates: [{}]}\n")
-    proc = _snakemake(["-n", "--configfile", "d.yaml"], checkout)
-    assert proc.returncode != 0
-    out = proc.stdout + proc.stderr
-    assert "stage(s) 12_dispatch use dispatch_from, which the workflow does not run yet" in out
-    assert "Traceback" not in out
+def test_dispatch_stage_is_built_from_its_shape_sweep(checkout):
+    """The build of a dispatch stage waits for the shape sweep of its candidates, which compiles the
+    base stage's source; the run's status records and the report's inputs include both."""
+    proc = _snakemake(["-n", "-p", "results/test/build/12_dispatch.bin", "--configfile", ".test/config/config.yaml"],
+                      checkout)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "rule shape_sweep:" in out and "reports/test/dispatch/12_dispatch.csv" in out
+    assert "kernels/04_1d_blocktiling.cu" in out
+    proc = _snakemake(["-n", "--configfile", ".test/config/config.yaml"], checkout)
+    assert proc.returncode == 0, proc.stderr
+    assert "results/test/status/shape_sweep/12_dispatch.json" in proc.stdout
+    assert "reports/test/dispatch.csv" in proc.stdout
 
 
 def test_supervised_steps_run_through_snakemake_scripts(checkout):

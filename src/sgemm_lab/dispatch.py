@@ -6,8 +6,9 @@ overrides of the base. The pipeline times every candidate on every shape the sta
 (a shape sweep); :func:`pick_table` turns those rows into the dispatch table, one entry per shape,
 which the build records as data and the report prints. A shape that is not in the table (a check
 shape, say) gets the entry of the nearest measured shape in log space (:func:`choose`), so the rule
-for unseen shapes is part of the same data. The compiled candidates travel as one bundle
-(:func:`pack` / :func:`unpack`). No GPU and no CUDA import here.
+for unseen shapes is part of the same data. The compiled candidates travel as one bundle with the
+table (:func:`pack` / :func:`unpack`). No GPU and no CUDA import here (the launcher that uses the
+bundle is ``sgemm_lab.dispatch_launch``).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import io
 import json
 import math
 import zipfile
+from dataclasses import replace
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from .config import KernelSpec, Shape
+from .config import KernelSpec, LabConfig, Shape
 from .errors import LabError
 
 if TYPE_CHECKING:
@@ -36,6 +38,26 @@ def candidate_params(base: KernelSpec, candidates: Iterable[Mapping[str, int]]) 
             seen.add(key)
             out.append(p)
     return out
+
+
+def resolve(cfg: LabConfig, spec: KernelSpec) -> KernelSpec:
+    """The concrete spec of a dispatch stage: its base stage (source, entry, geometry, parameters) under
+    the dispatch stage's id, title and explanation; the candidates keep their place."""
+    base = cfg.kernel(spec.dispatch_from)
+    return replace(base, id=spec.id, title=spec.title, explain=spec.explain, sweep=(), sweep_axes=(),
+                   dispatch_from=spec.dispatch_from, candidates=spec.candidates, suite=spec.suite)
+
+
+def candidate_spec(spec: KernelSpec, params: Mapping[str, int]) -> KernelSpec:
+    """One candidate of a resolved dispatch stage, as a plain stage of its own (what compiles and launches)."""
+    return replace(spec, dispatch_from="", candidates=()).with_params(**params)
+
+
+def candidate_specs(cfg: LabConfig, spec: KernelSpec) -> list[KernelSpec]:
+    """Every candidate of dispatch stage ``spec`` as a stage of its own, named ``<id>.<candidate>``."""
+    resolved = resolve(cfg, spec)
+    params = candidate_params(cfg.kernel(spec.dispatch_from), spec.candidates)
+    return [replace(candidate_spec(resolved, p), id=f"{spec.id}.{i}") for i, p in enumerate(params)]
 
 
 def pick_table(rows: "pd.DataFrame") -> list[dict]:
@@ -75,15 +97,26 @@ def used_candidates(table: list[Mapping]) -> list[int]:
     return sorted({int(e["candidate"]) for e in table})
 
 
-def pack(cubins: Mapping[int, bytes]) -> bytes:
-    """One file holding the compiled candidates (a zip of ``<candidate>.cubin``)."""
+def pack(cubins: Mapping[int, bytes], table: list[Mapping]) -> bytes:
+    """One file holding the compiled candidates (``<candidate>.cubin``) and the table (``table.json``)."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as z:
         for idx, cubin in sorted(cubins.items()):
             z.writestr(f"{idx}.cubin", cubin)
+        z.writestr("table.json", json.dumps(list(table), sort_keys=True))
     return buf.getvalue()
 
 
-def unpack(data: bytes) -> dict[int, bytes]:
-    with zipfile.ZipFile(io.BytesIO(data)) as z:
-        return {int(name.split(".")[0]): z.read(name) for name in z.namelist()}
+def unpack(data: bytes) -> tuple[dict[int, bytes], list[dict]]:
+    """(candidate -> cubin, table) from :func:`pack`'s bundle."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            names = z.namelist()
+            cubins = {int(n.split(".")[0]): z.read(n) for n in names if n.endswith(".cubin")}
+            table = json.loads(z.read("table.json"))
+    except (zipfile.BadZipFile, KeyError, ValueError) as exc:
+        raise LabError(f"not a dispatch bundle ({exc})") from None
+    missing = sorted(set(used_candidates(table)) - set(cubins))
+    if missing:
+        raise LabError(f"dispatch bundle lacks the candidates {missing} that its table uses")
+    return cubins, table

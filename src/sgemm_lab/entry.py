@@ -18,7 +18,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable
 
-from . import io, logs, outcome, steps
+from . import dispatch_steps, io, logs, outcome, steps
 from .config import LabConfig, from_dict
 from .errors import LabError
 from .gpulock import SELF_LOCKING, gpu_lock, lock_mode
@@ -27,7 +27,7 @@ from .outcome import FAILED, NOT_RUN, OK, StepRecord, StepStatus, first_line
 log = logs.log
 
 # Steps whose failure is one stage's (or one figure's) problem: recorded, and the run goes on.
-TOLERANT = {"build", "check", "bench", "profile", "sweep", "epilogue", "ceilings",
+TOLERANT = {"build", "check", "bench", "profile", "sweep", "shape_sweep", "epilogue", "ceilings",
             "failure_tests", "plot"}
 
 
@@ -58,13 +58,16 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], StepStatus | None]:
     table: dict[str, Callable[[LabConfig], StepStatus | None]] = {
         "environment": lambda c: s.environment(c, out=Path(o[0])),
         "build": lambda c: s.build(c, impl, env_json=Path(i.env), binary_out=Path(o.binary),
-                                   record_out=Path(o.record), sweeps=[Path(p) for p in getattr(i, "sweeps", [])]),
+                                   record_out=Path(o.record), sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
+                                   shape_sweep=_optional(getattr(i, "shape_sweep", None))),
         "check": lambda c: s.check(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config),
                                    sanitize_out=Path(o.sanitize) if getattr(o, "sanitize", None) else None),
         "bench": lambda c: s.bench(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config)),
         "profile": lambda c: s.profile(c, builds=_builds(smk.params.builds), outs=_profile_outs(o),
                                        report=Path(smk.params.report), raw_config=dict(smk.config)),
         "sweep": lambda c: s.sweep(c, impl, env_json=Path(i.env), out=Path(o[0]), raw_config=dict(smk.config)),
+        "shape_sweep": lambda c: dispatch_steps.shape_sweep(c, impl, env_json=Path(i.env), out=Path(o[0]),
+                                                            raw_config=dict(smk.config)),
         "epilogue": lambda c: s.epilogue(c, impl, env_json=Path(i.env), out=Path(o[0])),
         "ceilings": lambda c: s.ceilings(c, out=Path(o[0])),
         "failure_tests": lambda c: s.failure_tests(c, env_json=Path(i.env), out=Path(o[0])),
@@ -73,7 +76,8 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], StepStatus | None]:
                                            sanitize_csvs=list(getattr(i, "sanitize", [])),
                                            sanitize_out=Path(o.sanitize), env_json=Path(i.env),
                                            bench_out=Path(o.bench), check_out=Path(o.check), build_out=Path(o.build),
-                                           env_out=Path(o.env), ncu_out=Path(o.ncu)),
+                                           env_out=Path(o.env), ncu_out=Path(o.ncu),
+                                           dispatch_out=Path(o.dispatch) if hasattr(o, "dispatch") else None),
         "plot": lambda c: s.plot(c, bench_csv=Path(i.bench), ncu_csv=Path(i.ncu), ceilings_json=ceilings, outs=o,
                                  sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
                                  heatmaps=[Path(p) for p in getattr(o, "heatmaps", [])]),
@@ -85,7 +89,8 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], StepStatus | None]:
                                      failures_csv=_optional(getattr(i, "failure_tests", None)),
                                      statuses=[Path(p) for p in getattr(i, "statuses", [])],
                                      start_json=Path(smk.params.start), out=Path(o[0]),
-                                     steps_out=Path(o.steps) if hasattr(o, "steps") else None),
+                                     steps_out=Path(o.steps) if hasattr(o, "steps") else None,
+                                     dispatch_csv=_optional(getattr(i, "dispatch", None))),
     }
     return table[step]
 
@@ -135,6 +140,7 @@ EMPTY_OUTPUTS: dict[str, Callable] = {
     "bench": _empty_csv(steps.BENCH_COLUMNS),
     "profile": _profile,
     "sweep": _empty_csv(["kernel", "m", "n", "k", "params", "status", "reason"]),
+    "shape_sweep": _empty_csv(dispatch_steps.SHAPE_SWEEP_COLUMNS),
     "epilogue": _empty_csv(["m", "n", "k", "act", "implementation", "padded", "verified", "tflops", "median_ms",
                             "reason"]),
     "failure_tests": _empty_csv(["case", "test", "outcome", "message", "seconds"]),

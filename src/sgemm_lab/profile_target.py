@@ -80,6 +80,7 @@ def main(argv=None) -> None:
 
 def _run_on_gpu(args, cfg, items, hosts) -> None:
     from . import gpu
+    from .dispatch_launch import launcher_for
 
     cuda = gpu.driver()
     stream = cuda.Stream()
@@ -100,7 +101,7 @@ def _run_on_gpu(args, cfg, items, hosts) -> None:
             cublas = cublas or gpu.CublasLauncher(stream)
             launch = cublas
         else:
-            launch = gpu.KernelLauncher(spec, Path(binary).read_bytes())
+            launch = launcher_for(spec, Path(binary).read_bytes())
         for shape in shapes:
             b = bufs[shape]
             if args.verify and shape in used:

@@ -264,6 +264,32 @@ NCU_KEYS = [("duration", "duration"), ("sm_throughput_pct", "SM throughput %"),
             ("registers_per_thread", "registers/thread"), ("issue_slot_utilisation_pct", "issue slots busy %")]
 
 
+def dispatch_table(cfg: LabConfig, spec, rows: pd.DataFrame) -> list[str]:
+    """A dispatch stage's table as its build recorded it: per measured shape the chosen candidate (its
+    parameters where they differ from the base stage's), its speed in the shape sweep and the margin
+    over the next best candidate."""
+    import json
+
+    base = dict(cfg.kernel(spec.dispatch_from).params)
+    mine = rows[rows.kernel == spec.id] if len(rows) else rows
+    if mine.empty:
+        return ["No dispatch table (the build did not make one)."]
+    body = []
+    for r in mine.itertuples():
+        params = json.loads(r.params)
+        diff = ", ".join(f"{k}={v}" for k, v in params.items() if base.get(k) != v) or "as the base"
+        margin = f"{r.margin:.3f}×" if r.margin == r.margin and r.margin is not None else "–"
+        runner = f"{int(r.runner_up)}" if r.runner_up == r.runner_up and r.runner_up is not None else "–"
+        body.append([shape_label(r.m, r.n, r.k), str(int(r.candidate)), diff, f"{r.tflops:.2f}", runner, margin,
+                     _fmt(r.registers, ".0f")])
+    return [f"Dispatch table ({len(mine)} shapes measured by the shape sweep, `dispatch/{spec.id}.csv`; a shape "
+            "not in it runs the choice of the nearest measured shape, by the sum of |log2| ratios of M, N and K). "
+            f"Candidates are parameter overrides of `{spec.dispatch_from}`; margin = time of the next best "
+            "candidate / time of the chosen one, in the shape sweep.", "",
+            md_table(["shape", "candidate", "parameters (vs base)", "TFLOP/s", "next best", "margin", "registers"],
+                     body, align="lrlrrrr"), ""]
+
+
 def ncu_table(ncu: pd.DataFrame, shape) -> pd.DataFrame:
     if ncu is None or ncu.empty or "metric" not in ncu:
         return pd.DataFrame()
@@ -358,8 +384,9 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
            figures: dict[str, Path], wall_s: float | None, sweeps: dict[str, pd.DataFrame] | None = None,
            epilogues: dict[str, pd.DataFrame] | None = None, ncu: pd.DataFrame | None = None,
            ceilings: dict | None = None, sanitize: pd.DataFrame | None = None, command: str | None = None,
-           failures: pd.DataFrame | None = None, outcomes=()) -> str:
+           failures: pd.DataFrame | None = None, outcomes=(), dispatch: pd.DataFrame | None = None) -> str:
     sweeps = sweeps or {}
+    dispatch = dispatch if dispatch is not None else pd.DataFrame(columns=["kernel"])
     epilogues = epilogues or {}
     fig = {k: v.as_posix() for k, v in figures.items()}
     gpu = env.get("gpu", {})
@@ -429,6 +456,10 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
             if spec.autotuned and isinstance(r.get("tuned_from"), str):
                 out.append(f"Chosen by the pipeline from the tile sweeps of {', '.join(f'`{t}`' for t in spec.tune_from)}: "
                            f"`{r['tuned_from']}` with {r['params']} ({r['tuned_tflops']:.2f} TFLOP/s at {r['tuned_on']} in the sweep).")
+            if spec.dispatched:
+                out.append(f"Runs each shape with one of {len(spec.candidates)} configurations of "
+                           f"`{spec.dispatch_from}`, chosen by the pipeline from its own measurements on this GPU "
+                           "(the table below). Build figures are the largest over the candidates it uses.")
             if r.get("backend", "cuda") == "host":
                 out.append(f"Build: host C, `{r['source']}` (`{' '.join(eval_list(r['options']))}`).")
             else:
@@ -454,6 +485,8 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
         out.append("")
         if spec.id in epilogues and len(epilogues[spec.id]):
             out += ["", epilogue_table(epilogues[spec.id]), ""]
+        if spec.dispatched:
+            out += dispatch_table(cfg, spec, dispatch)
         if spec.id in sweeps:
             out += sweep_summary(spec, sweeps[spec.id])
             out += ["", f"![tile sweep of {spec.id}](figures/sweep_{spec.id}.png)", ""]

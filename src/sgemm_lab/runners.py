@@ -20,6 +20,7 @@ import numpy as np
 
 from . import verify
 from .config import KernelSpec, LabConfig, Shape
+from .dispatch_launch import launcher_for
 from .geometry import unsupported_reason
 from .stats import reps_for, summarize, tflops
 
@@ -67,7 +68,7 @@ class GpuRunner:
         self.cfg, self.impl, self.spec = cfg, impl, spec
         self.dev = gpu.device_info()
         self.stream = cuda.Stream()
-        self.launch = gpu.CublasLauncher(self.stream) if spec is None else gpu.KernelLauncher(spec, cubin)
+        self.launch = gpu.CublasLauncher(self.stream) if spec is None else launcher_for(spec, cubin)
         self._flusher = None
         self._ref = None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 import zlib
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,7 +43,8 @@ def base_seed(cfg: LabConfig) -> int:
 
 def load_spec(cfg: LabConfig, impl: str, record: Path | None) -> KernelSpec | None:
     """The concrete spec of ``impl`` (None for a library baseline), autotuned stages resolved from their
-    build record. Raises NotRun when that record says the build failed."""
+    build record, dispatch stages as their base. Raises NotRun when that record says the build failed."""
+    from . import dispatch
     from .autotune import resolve
 
     if impl in BASELINES:
@@ -51,6 +53,8 @@ def load_spec(cfg: LabConfig, impl: str, record: Path | None) -> KernelSpec | No
     rec = io.read_json(record) if record is not None else None
     if rec is not None and rec.get("status", "ok") != "ok":
         raise NotRun(f"build failed: {rec.get('message', '')}".rstrip(": "))
+    if spec.dispatched:
+        return dispatch.resolve(cfg, spec)
     return resolve(cfg, spec, rec) if spec.autotuned else spec
 
 
@@ -86,14 +90,20 @@ def environment(cfg: LabConfig, *, out: Path) -> None:
 
 
 def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, record_out: Path,
-          sweeps: list[Path] = ()) -> None:
-    """Compile one stage for the machine at hand; record its resources (and, if autotuned, its pick)."""
+          sweeps: list[Path] = (), shape_sweep: Path | None = None) -> None:
+    """Compile one stage for the machine at hand; record its resources (and, if autotuned, its pick;
+    if a dispatch stage, its table: see sgemm_lab.dispatch_steps)."""
     from dataclasses import asdict
 
     from .autotune import pick, resolve
     from .compile import source_hash
 
     spec = cfg.kernel(kernel)
+    if spec.dispatched:
+        from .dispatch_steps import build_dispatch
+
+        return build_dispatch(cfg, kernel, env_json=env_json, shape_sweep=shape_sweep, binary_out=binary_out,
+                              record_out=record_out)
     extra = {}
     if spec.autotuned:
         import pandas as pd
@@ -262,16 +272,18 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
 
     cfg = from_dict(raw_config, trusted=True)
     setup_logging(None)
-    spec = cfg.kernel(kernel)
+    spec = load_spec(cfg, kernel, None)
     s = cfg.sweep
     timing = TimingSettings(warmup_ms=s.warmup_ms, target_ms=s.target_ms, min_reps=s.min_reps, max_reps=s.max_reps)
     dev = gpu.device_info()
     runner = None
 
     def work(point) -> list[dict]:
+        """``(params, cubin)`` timed at the sweep shape, or ``(params, cubin, (m, n, k))`` at that shape."""
         nonlocal runner
-        params, cubin = point
-        sp = spec.with_params(**params)
+        params, cubin, *where = point
+        shape = Shape.of(where[0]) if where else s.shape
+        sp = replace(spec, dispatch_from="", candidates=()).with_params(**params)
         launcher = gpu.KernelLauncher(sp, cubin)
         f = launcher.func
         head = dict(registers=f.num_regs, shared_static_bytes=f.shared_size_bytes, local_bytes=f.local_size_bytes,
@@ -282,7 +294,7 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
         if runner is None:
             runner = GpuRunner(cfg, kernel, sp, cubin)
         runner.spec, runner.launch = sp, launcher
-        r = runner.bench(s.shape, point_seed(seed, json.dumps(params, sort_keys=True), s.shape, "sweep"), timing)
+        r = runner.bench(shape, point_seed(seed, json.dumps(params, sort_keys=True), shape, "sweep"), timing)
         return [dict(head, status="ok" if r["verified"] else "failed", **r)]
 
     return work
@@ -519,9 +531,10 @@ def add_provenance(df: pd.DataFrame, builds: list[dict], env: dict) -> pd.DataFr
 
 def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_csvs, sanitize_csvs, env_json: Path,
               bench_out: Path, check_out: Path, build_out: Path, env_out: Path, ncu_out: Path,
-              sanitize_out: Path) -> None:
+              sanitize_out: Path, dispatch_out: Path | None = None) -> None:
     import pandas as pd
 
+    from .dispatch_steps import DISPATCH_COLUMNS, dispatch_rows
     from .report import collect_bench
 
     bench_df = collect_bench([pd.read_csv(p) for p in bench_csvs], order=list(cfg.implementations))
@@ -531,7 +544,10 @@ def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_c
     bench_df = add_provenance(bench_df, builds, env)
     io.write_csv(bench_out, bench_df)
     io.write_csv(check_out, add_provenance(pd.DataFrame(checks), builds, env))
-    io.write_csv(build_out, pd.DataFrame(builds))
+    if dispatch_out is not None:
+        io.write_csv(dispatch_out, dispatch_rows(builds), columns=DISPATCH_COLUMNS)
+    nested = ("dispatch_table", "candidates")  # in dispatch.csv, one row per shape
+    io.write_csv(build_out, pd.DataFrame([{k: v for k, v in b.items() if k not in nested} for b in builds]))
     io.write_json(env_out, io.read_json(env_json))
     frames = [pd.read_csv(p) for p in profile_csvs]
     ncu = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
@@ -586,7 +602,7 @@ def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path 
 def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path, env_json: Path, figures: list[Path],
            sweeps: list[Path], epilogues: list[Path], ncu_csv: Path, ceilings_json: Path | None, sanitize_csv: Path,
            start_json: Path | None, out: Path, failures_csv: Path | None = None, statuses: list[Path] = (),
-           steps_out: Path | None = None) -> None:
+           steps_out: Path | None = None, dispatch_csv: Path | None = None) -> None:
     """The markdown report, and ``steps.csv``: what became of every step (status, message, log, seconds)."""
     from dataclasses import asdict
 
@@ -607,7 +623,8 @@ def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path,
                   epilogues={Path(p).stem: pd.read_csv(p) for p in epilogues},
                   ncu=pd.read_csv(ncu_csv), ceilings=ceil if ceil and "fp32_tflops" in ceil else None,
                   sanitize=pd.read_csv(sanitize_csv), failures=pd.read_csv(failures_csv) if failures_csv else None,
-                  outcomes=records, wall_s=(time.time() - started) if started else None)
+                  outcomes=records, wall_s=(time.time() - started) if started else None,
+                  dispatch=pd.read_csv(dispatch_csv) if dispatch_csv else None)
     if steps_out is not None:
         io.write_csv(steps_out, pd.DataFrame([asdict(r) for r in records], columns=outcome.COLUMNS))
     io.write_text(out, text)

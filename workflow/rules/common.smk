@@ -21,10 +21,6 @@ try:
     LAB = from_dict(config, trusted=True)
 except ConfigError as exc:
     raise WorkflowError(f"invalid configuration: {exc}")
-_dispatched = [k.id for k in LAB.kernels if k.dispatched]
-if _dispatched:  # the table logic and the config exist (sgemm_lab.dispatch); its rules do not yet
-    raise WorkflowError(f"invalid configuration: stage(s) {', '.join(_dispatched)} use dispatch_from, which the "
-                        "workflow does not run yet (no shape-sweep rule); remove them from the kernel list")
 
 RUN = LAB.run
 RESULTS = f"results/{RUN}"
@@ -38,8 +34,15 @@ wildcard_constraints:
 
 
 def build_inputs(wildcards):
-    """A stage's source; an autotuned stage's candidates' sources and their tile sweeps."""
+    """A stage's source; an autotuned stage's candidates' sources and their tile sweeps; a dispatch
+    stage's base source and its shape sweep."""
     spec = LAB.kernel(wildcards.kernel)
+    if spec.dispatched:
+        return {
+            "env": ENV_JSON,
+            "source": str(LAB.kernel(spec.dispatch_from).source_path),
+            "shape_sweep": f"{REPORTS}/dispatch/{spec.id}.csv",
+        }
     if spec.autotuned:
         return {
             "env": ENV_JSON,
@@ -145,6 +148,7 @@ def all_statuses():
         "check": list(LAB.implementations),
         "bench": list(LAB.implementations),
         "sweep": swept_ids(),
+        "shape_sweep": [k.id for k in LAB.kernels if k.dispatched],
         "epilogue": [k.id for k in LAB.fused],
     }
     paths = [f"{s}/{step}/{kernel}.json" for step, kernels in per_kernel.items() for kernel in kernels]

@@ -1,5 +1,6 @@
 rule aggregate:
-    """Tidy tables over all implementations: bench.csv (one row per measurement), check.csv, build.csv."""
+    """Tidy tables over all implementations: bench.csv (one row per measurement), check.csv, build.csv,
+    and dispatch.csv (the tables of the dispatch stages, one row per stage and measured shape)."""
     input:
         bench=all_bench(),
         check=all_checks(),
@@ -14,6 +15,7 @@ rule aggregate:
         check=f"{REPORTS}/check.csv",
         build=f"{REPORTS}/build.csv",
         env=f"{REPORTS}/environment.json",
+        dispatch=f"{REPORTS}/dispatch.csv",
     log:
         f"{RESULTS}/logs/aggregate.log",
     conda:
@@ -63,6 +65,7 @@ rule report:
         epilogues=all_epilogues(),
         ncu=f"{REPORTS}/ncu_metrics.csv",
         sanitize=f"{REPORTS}/sanitize.csv",
+        dispatch=f"{REPORTS}/dispatch.csv",
         ceilings=ceilings_input(),
         figures=[f for f in rules.plot.output if f.endswith(".png")],
         failure_tests=failure_tests(),

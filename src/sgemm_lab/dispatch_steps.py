@@ -1,0 +1,145 @@
+"""The two steps of a per-shape dispatch stage (``sgemm_lab.dispatch``): the shape sweep, which
+verifies and times every candidate on every shape the stage is timed on, and the build, which turns
+those rows into the dispatch table and compiles the candidates that the table uses into one bundle."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from . import dispatch, io
+from .config import LabConfig
+from .errors import CompileError, LabError
+from .gpulock import gpu_lock
+from .outcome import StepStatus
+
+log = logging.getLogger("sgemm_lab")
+
+SHAPE_SWEEP_COLUMNS = ["kernel", "candidate", "params", "m", "n", "k", "status", "reason", "verified", "tflops",
+                       "median_ms", "iqr_ms", "reps", "registers", "local_bytes", "within_local_budget"]
+
+
+def shape_sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
+                raw_config: dict | None = None) -> StepStatus | None:
+    """Every candidate of dispatch stage ``kernel`` on every shape it is timed on (bench and suite):
+    compiled in parallel without the GPU, then verified and timed with the GPU to itself, each point in
+    a supervised child process, with the tile sweeps' timing settings."""
+    from . import gpu, isolate
+    from .compile import compile_options, source_hash
+    from .geometry import unsupported_reason, violations
+    from .steps import base_seed, load_spec, machine, point_problems
+
+    spec = load_spec(cfg, kernel, None)
+    env = io.read_json(env_json)
+    dev = gpu.DeviceInfo(**env["gpu"])
+    shapes = cfg.bench_shapes(kernel)
+    cands = dispatch.candidate_params(cfg.kernel(spec.dispatch_from), spec.candidates)
+    provenance = dict(source_sha256=source_hash(spec), **machine(env))
+    rows, todo = [], []
+    for idx, params in enumerate(cands):
+        sp = dispatch.candidate_spec(spec, params)
+        head = dict(kernel=kernel, candidate=idx, params=json.dumps(params, sort_keys=True), **provenance)
+        limit = dev.max_shared_per_block_optin if sp.dynamic_shared else dev.max_shared_per_block
+        problems = violations(sp, max_shared=limit)
+        if problems:
+            rows += [dict(head, m=s.m, n=s.n, k=s.k, status="filtered", reason="; ".join(problems)) for s in shapes]
+        else:
+            todo.append((head, sp, params))
+    log.info("[shape sweep %s] %d candidates x %d shapes (%d candidates filtered before compiling)", kernel,
+             len(cands), len(shapes), len(cands) - len(todo))
+    t0 = time.perf_counter()
+    built = gpu.compile_many([sp for _, sp, _ in todo], dev.arch, jobs=cfg.sweep.jobs)
+    log.info("[shape sweep %s] compiled in %.1f s", kernel, time.perf_counter() - t0)
+    runnable = []
+    for (head, sp, params), (cubin, err) in zip(todo, built):
+        for s in shapes:
+            at = dict(head, m=s.m, n=s.n, k=s.k, compile_options=" ".join(compile_options(sp)))
+            reason = str(err) if err else unsupported_reason(sp, s)
+            if reason:
+                rows.append(dict(at, status="compile_error" if err else "filtered", reason=reason))
+            else:
+                runnable.append((at, (params, cubin, (s.m, s.n, s.k))))
+    for o in isolate.run([p for _, p in runnable], factory="sgemm_lab.steps:sweep_worker",
+                         args=(raw_config, kernel, base_seed(cfg)), timeout_s=cfg.watchdog_s, log=log,
+                         gate=gpu_lock(exclusive=True)):
+        head = runnable[o.index][0]
+        tag = f"[shape sweep {kernel}] {o.index + 1}/{len(runnable)} candidate {head['candidate']} at " \
+              f"{head['m']}x{head['n']}x{head['k']}"
+        if o.status != "ok":
+            rows.append(dict(head, status=o.status, reason=o.message))
+            log.warning("%s: %s (%s)", tag, o.status.upper(), o.message)
+            continue
+        r = o.rows[0]
+        rows.append(dict(head, **r))
+        if r["status"] in ("ok", "failed"):
+            log.info("%s: %.2f TFLOP/s%s", tag, r["tflops"], "" if r["verified"] else " NOT VERIFIED")
+    rows.sort(key=lambda r: (r["m"], r["n"], r["k"], r["candidate"]))
+    io.write_csv(out, rows, columns=SHAPE_SWEEP_COLUMNS + sorted({c for r in rows for c in r} - set(SHAPE_SWEEP_COLUMNS)))
+    return point_problems(rows, ("ok", "filtered"), "shape-sweep points")
+
+
+def build_dispatch(cfg: LabConfig, kernel: str, *, env_json: Path, shape_sweep: Path | None, binary_out: Path,
+                   record_out: Path) -> None:
+    """The dispatch table from the shape sweep (fastest verified candidate per shape), and the bundle
+    of the candidates it uses. The record keeps the table, so the report can print it as data."""
+    import pandas as pd
+
+    from . import gpu
+    from .compile import source_hash
+    from .dispatch_launch import DispatchLauncher
+    from .steps import load_spec
+
+    if shape_sweep is None:
+        raise LabError(f"kernel {kernel}: a dispatch stage is built from its shape sweep, and none was given")
+    spec = load_spec(cfg, kernel, None)
+    table = dispatch.pick_table(pd.read_csv(shape_sweep))
+    if not table:
+        raise LabError(f"kernel {kernel}: no candidate verified on any shape of the shape sweep ({shape_sweep})")
+    used = dispatch.used_candidates(table)
+    params = {e["candidate"]: e["params"] for e in table}
+    arch = io.read_json(env_json)["gpu"]["arch"]
+    t0 = time.perf_counter()
+    built = gpu.compile_many([dispatch.candidate_spec(spec, params[i]) for i in used], arch, jobs=len(used))
+    dt = time.perf_counter() - t0
+    errors = [err for _, err in built if err]
+    if errors:
+        raise errors[0]
+    binary = dispatch.pack({i: cubin for i, (cubin, _) in zip(used, built)}, table)
+    with gpu_lock(exclusive=False):  # loading the modules does
+        launcher = DispatchLauncher(spec, binary)
+        launcher.check_launchable(gpu.device_info())
+        res = {i: asdict(launcher.launchers[i].resources(arch, dt)) for i in used}
+    worst = max(res.values(), key=lambda r: (r["local_bytes"], r["registers"]))
+    if worst["local_bytes"] > spec.max_local_bytes:
+        raise CompileError(f"kernel {kernel}: {worst['local_bytes']} B of local memory per thread in a candidate "
+                           f"(spills or stack); config allows {spec.max_local_bytes}")
+    for e in table:
+        log.info("%s: %dx%dx%d -> candidate %d %s (%.2f TFLOP/s; next best %s)", kernel, e["m"], e["n"], e["k"],
+                 e["candidate"], e["params"], e["tflops"],
+                 f"{e['margin']:.3f}x its time" if e["margin"] else "none")
+    rec = dict(worst, kernel=kernel, compile_s=dt, status="ok", source=f"kernels/{spec.source}",
+               source_sha256=source_hash(spec), params=dict(spec.params), backend=spec.backend, tuned_from=None,
+               dispatch_from=spec.dispatch_from, dispatch_table=table,
+               candidates={str(i): dict(params=params[i], registers=res[i]["registers"],
+                                        local_bytes=res[i]["local_bytes"]) for i in used})
+    io.write_bytes(binary_out, binary)
+    io.write_json(record_out, rec)
+
+
+DISPATCH_COLUMNS = ["kernel", "m", "n", "k", "candidate", "params", "tflops", "median_ms", "runner_up", "margin",
+                    "registers", "local_bytes"]
+
+
+def dispatch_rows(builds: list[dict]) -> list[dict]:
+    """The dispatch tables of the build records as tidy rows (one per stage and measured shape)."""
+    rows = []
+    for b in builds:
+        cands = b.get("candidates") or {}
+        for e in b.get("dispatch_table") or []:
+            res = cands.get(str(e["candidate"]), {})
+            rows.append(dict(kernel=b["kernel"], **{**e, "params": json.dumps(e["params"], sort_keys=True)},
+                             registers=res.get("registers"), local_bytes=res.get("local_bytes")))
+    return rows
