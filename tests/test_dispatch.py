@@ -135,3 +135,20 @@ def test_report_prints_the_dispatch_table_as_measured():
     assert "| 1024³ | 1 | as the base | 26.84 | 0 | 1.250× | 90 |" in text
     assert "| 4096³ | 0 | BM=32 | 50.90 | – | – | 80 |" in text
     assert "No dispatch table" in dispatch_table(cfg, spec, pd.DataFrame(columns=["kernel"]))[0]
+
+
+def test_traffic_model_of_a_dispatch_stage_is_that_of_the_candidate_it_runs():
+    from sgemm_lab.dispatch_steps import dispatch_rows
+    from sgemm_lab.model import traffic
+    from sgemm_lab.report import dispatched_at
+
+    cfg = _config({"dispatch_from": "98_base", "candidates": [{}, {"BM": 32, "BN": 32, "TM": 4}]})
+    spec = cfg.kernel("99_dispatch")
+    rec = _build_record()
+    rec["dispatch_table"][1]["params"] = {"BM": 32, "BN": 32, "TM": 4}  # 4096^3 runs the 32x32 candidate
+    table = pd.DataFrame(dispatch_rows([rec]))
+    at = dispatched_at(cfg, spec, table, Shape(m=4096, n=4096, k=4096))
+    assert (at.params["BM"], at.params["BN"]) == (32, 32) and not at.dispatched
+    assert traffic(at, Shape(m=4096, n=4096, k=4096)).global_coeff == traffic(
+        cfg.kernel("98_base").with_params(BM=32, BN=32, TM=4), Shape(m=4096, n=4096, k=4096)).global_coeff
+    assert dispatched_at(cfg, spec, pd.DataFrame(columns=["kernel"]), Shape(m=1, n=1, k=1)) is None

@@ -337,8 +337,23 @@ def not_profiled(ncu: pd.DataFrame | None) -> list[str]:
     return out
 
 
-def model_table(cfg: LabConfig, ncu: pd.DataFrame, shape) -> str | None:
-    """The notes' traffic model next to what Nsight Compute measured, at ``shape``."""
+def dispatched_at(cfg: LabConfig, spec, rows: pd.DataFrame | None, shape):
+    """The candidate of dispatch stage ``spec`` that its table runs at ``shape``, as a plain stage
+    (None without a table)."""
+    import json
+
+    from .dispatch import candidate_spec, choose, resolve
+
+    mine = rows[rows.kernel == spec.id] if rows is not None and len(rows) else None
+    if mine is None or mine.empty:
+        return None
+    entry = choose([dict(r, params=json.loads(r["params"])) for r in mine.to_dict("records")], shape)
+    return candidate_spec(resolve(cfg, spec), entry["params"])
+
+
+def model_table(cfg: LabConfig, ncu: pd.DataFrame, shape, dispatch: pd.DataFrame | None = None) -> str | None:
+    """The notes' traffic model next to what Nsight Compute measured, at ``shape`` (a dispatch stage:
+    the model of the candidate it runs there)."""
     from .config import Shape
     from .model import traffic
 
@@ -348,7 +363,8 @@ def model_table(cfg: LabConfig, ncu: pd.DataFrame, shape) -> str | None:
     for spec in cfg.kernels:
         if spec.autotuned or spec.backend == "host":
             continue
-        tr = traffic(spec, sh)
+        target = dispatched_at(cfg, spec, dispatch, sh) if spec.dispatched else spec
+        tr = traffic(target, sh) if target is not None else None
         if tr is None:
             continue
         meas = t.loc[spec.id] if spec.id in t.index else None
@@ -425,7 +441,7 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
         if ceilings:
             out.append(f"Measured ceilings of this GPU: FP32 FMA probe **{ceilings['fp32_tflops']:.1f} TFLOP/s**, "
                        f"device-to-device copy **{ceilings['dram_gbps']:.0f} GB/s** (read + write).")
-        mt = model_table(cfg, ncu, hs)
+        mt = model_table(cfg, ncu, hs, dispatch)
         if mt:
             out += ["", f"Traffic model of the notes vs measurement at {shape_label(*hs)} (loads per element of C; "
                         "L2→SM = sectors the SMs read from L2 × 32 B; the FFMA column checks that each stage does "
