@@ -63,7 +63,7 @@ def test_every_probe_kernel_compiles_for_sm90_without_spills(probe, nvcc, tmp_pa
     results = comp.compile_check(compiled_specs(cfg), "sm_90", tmp_path, cfg.cpu.cflags)
     errors = [err for _, _, err in results if err]
     assert not errors, "\n".join(errors)
-    assert all(res.local_bytes == 0 for spec, res, _ in results if spec.backend != "host")
+    assert all(res.local_bytes <= spec.max_local_bytes for spec, res, _ in results if spec.backend != "host")
 
 
 def test_every_sweep_point_that_passes_the_filter_compiles(lab, nvcc, tmp_path):
