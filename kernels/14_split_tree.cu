@@ -9,7 +9,7 @@
 // way up it stores its subtree's sum in the slot of the subtree's first slice and counts itself in.
 // The first of the two children to arrive stops there; the second adds the other child's sum (one
 // read of 64 KB) and climbs on. The block that completes the root applies the epilogue. After the
-// last slice finishes, at most log2(S) levels remain, each one store and one load of a tile per
+// last slice finishes, at most ceil(log2 S) levels remain, each one store and one load of a tile per
 // block, instead of S loads in one block. The result does not depend on timing: every node adds
 // the same two subtree sums, and a + b == b + a exactly in floating point. No block ever waits for
 // another, so nothing assumes that the blocks of a tile are resident at the same time.
@@ -154,6 +154,13 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
     const int tBegin = blockIdx.z * perSplit, tEnd = min(kTiles, tBegin + perSplit);
     const int fullEnd = max(tBegin, min(tEnd, kFull));
 
+#if SPLIT_SLOTS > 0
+    // The launch plan keeps tilesM * tilesN * gridDim.z <= SPLIT_SLOTS; anything else would
+    // overrun the split-K workspace, so stop loudly (checked here, before the main loop, so that
+    // none of it stays live across the loop).
+    if (gridDim.z > 1 && tilesM * tilesN * (int)gridDim.z > SPLIT_SLOTS)
+        __trap();
+#endif
     const int tid = threadIdx.x;
     const int warp = tid / 32, lane = tid % 32;
     const int warpRow = warp / (BN / WN), warpCol = warp % (BN / WN);
@@ -310,10 +317,6 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
     };
 #if SPLIT_SLOTS > 0
     if (gridDim.z > 1) {
-        // The launch plan keeps tilesM * tilesN * gridDim.z <= SPLIT_SLOTS; anything else would
-        // overrun the workspace, so stop loudly.
-        if (tilesM * tilesN * (int)gridDim.z > SPLIT_SLOTS)
-            __trap();
         const int S = gridDim.z, z = blockIdx.z;
         float4* slots = splitPartials + (size_t)tile * S * QUADS * THREADS + tid;  // slot s: + s * QUADS * THREADS
         unsigned int* counters = splitArrivals + tile * S;  // node m - 1 for split point m
