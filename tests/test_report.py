@@ -1,5 +1,6 @@
 """Report rendering, aggregation and figures from a fixture of real results (the H100 reference run)."""
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pandas as pd
@@ -235,3 +236,20 @@ def test_suite_only_shapes_stay_out_of_the_ladder(raw_config, tables):
     both = pd.concat([bench, extra], ignore_index=True)
     assert len(report.ladder_rows(cfg, both)) == len(bench)
     assert "512×512×16384" not in report.ladder_table(cfg, both, tables["checks"])
+
+
+def test_accuracy_table_reads_the_errors_of_every_check_run(lab, tables):
+    checks = tables["checks"]
+    text = _render(lab, tables)
+    assert "## Accuracy" in text
+    ran = checks[(checks.kernel == "cublas") & (checks.status != "skipped")]
+    worst = ran.loc[ran.rel_err.idxmax()]
+    section = text[text.index("## Accuracy"):]
+    line = next(ln for ln in section.splitlines() if ln.startswith("| `cublas` |"))
+    assert f"| fp32 | {len(ran)} | {ran.rel_err.median():.2e} | {worst.rel_err:.2e} |" in line
+    assert f"{worst.rel_err / worst.tolerance:.2f} |" in line
+    # a TF32 stage is labelled with its class
+    tf32 = report.accuracy_table(replace(lab, kernels=tuple(replace(k, precision="tf32") if k.id == "06_vectorized"
+                                                              else k for k in lab.kernels)), checks)
+    assert "| `06_vectorized` | tf32 |" in tf32
+    assert report.accuracy_table(lab, checks.iloc[0:0]) is None

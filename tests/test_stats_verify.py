@@ -109,12 +109,12 @@ def test_check_modes_catch_an_ignored_alpha_and_a_read_of_c_when_beta_is_zero():
         c0 = np.full_like(c, np.nan) if poison else c
         return (alpha * (a @ b) + beta * c0).astype(np.float32)  # 0 * NaN = NaN
 
-    ok = _check_rows(p, verify.references(p), good, 10.0)
+    ok = _check_rows(p, verify.references(p), good, verify.tolerance(p.shape.k, 10.0))
     assert [r["mode"] for r in ok] == ["beta", "beta0_poisoned", "alpha0"] and all(r["passed"] for r in ok)
     assert [r["alpha"] for r in ok] == [1.25, 1.25, 0.0]
-    bad_alpha = _check_rows(p, verify.references(p), ignores_alpha, 10.0)
+    bad_alpha = _check_rows(p, verify.references(p), ignores_alpha, verify.tolerance(p.shape.k, 10.0))
     assert [r["passed"] for r in bad_alpha] == [True, True, False]
-    bad_c = _check_rows(p, verify.references(p), reads_c_always, 10.0)
+    bad_c = _check_rows(p, verify.references(p), reads_c_always, verify.tolerance(p.shape.k, 10.0))
     assert [r["passed"] for r in bad_c] == [True, False, True] and "NaN" in bad_c[1]["reason"]
 
 
@@ -132,3 +132,39 @@ def test_cancelling_terms_do_not_turn_rounding_into_a_failure():
     assert v.passed and v.rel_err < 2 * verify.EPS_FP32
     # a real error stays a failure: beta * C forgotten
     assert not verify.compare(ab.astype(np.float32), ref, tol, terms=(ab, bc)).passed
+
+
+def test_tolerance_follows_the_precision_class():
+    from sgemm_lab.config import CheckSettings
+
+    check = CheckSettings(shapes=(), alpha=1.25, beta=-0.75, tolerance_factor=10, tf32_tolerance_factor=2)
+    k = 4096
+    assert verify.tolerance_for("fp32", k, check) == verify.tolerance_for("3xtf32", k, check) == verify.tolerance(k, 10)
+    tf32 = verify.tolerance_for("tf32", k, check)
+    assert tf32 == pytest.approx(2 * 2**-11 + verify.tolerance(k, 10))
+    with pytest.raises(ValueError, match="unknown precision"):
+        verify.tolerance_for("bf16", k, check)
+    # TF32 rounding passes the TF32 bound and fails the FP32 one; a bf16-class result fails both
+    p = verify.make_problem(Shape(m=64, n=64, k=k), alpha=1.0, beta=0.0, seed=7)
+    _, ref = verify.references(p)
+    out = (_to_tf32(p.a).astype(np.float64) @ _to_tf32(p.b).astype(np.float64)).astype(np.float32)
+    assert verify.compare(out, ref, tf32).passed and not verify.compare(out, ref, verify.tolerance(k, 10)).passed
+
+    def to_bf16(x):
+        bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+        return (((bits + 0x8000) & 0xFFFF0000).astype(np.uint32)).view(np.float32)
+
+    bf = (to_bf16(p.a).astype(np.float64) @ to_bf16(p.b).astype(np.float64)).astype(np.float32)
+    assert not verify.compare(bf, ref, tf32).passed
+
+
+def test_stage_precision_is_configured_and_defaults_to_fp32():
+    from conftest import kernel_entry
+
+    from sgemm_lab import config as cfgmod
+
+    cfg = cfgmod.from_dict({"kernels": [kernel_entry(), kernel_entry(id="98_tf32", precision="tf32")]})
+    assert cfg.kernel("99_test").precision == "fp32" and cfg.kernel("98_tf32").precision == "tf32"
+    assert cfg.check.tf32_tolerance_factor == 2
+    with pytest.raises(cfgmod.ConfigError, match="precision"):
+        cfgmod.from_dict({"kernels": [kernel_entry(precision="fp16")]})

@@ -71,6 +71,7 @@ class KernelSpec:
     tune_from: tuple[str, ...] = ()
     dispatch_from: str = ""  # a per-shape dispatch stage: its base stage (see sgemm_lab.dispatch)
     candidates: tuple[Mapping[str, int], ...] = ()  # ... and the parameter overrides it chooses among
+    precision: str = "fp32"  # fp32, tf32 or 3xtf32: the class of its tolerance (verify.tolerance_for)
     signature: str = "gemm"
     micro_tile: tuple[str, str] = ("TM", "TN")
     max_dim: int | None = None  # shapes with a larger dimension are skipped (host stages: cpu.max_dim)
@@ -107,6 +108,7 @@ class CheckSettings:
     alpha: float
     beta: float
     tolerance_factor: float
+    tf32_tolerance_factor: float = 2.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -327,6 +329,7 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
             tune_from=tuple(k.get("tune_from", ())),
             dispatch_from=k.get("dispatch_from", ""),
             candidates=tuple(_frozen(c) for c in k.get("candidates", ())),
+            precision=k["precision"],
             signature=k["signature"],
             micro_tile=tuple(k.get("micro_tile") or (("TM" if "TM" in k["params"] else "1"),
                                                      ("TN" if "TN" in k["params"] else "1"))),
@@ -360,6 +363,7 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
             alpha=float(check["alpha"]),
             beta=float(check["beta"]),
             tolerance_factor=float(check["tolerance_factor"]),
+            tf32_tolerance_factor=float(check["tf32_tolerance_factor"]),
         ),
         bench=BenchSettings(
             shapes=tuple(dict.fromkeys(shapes)),

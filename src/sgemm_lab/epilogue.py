@@ -80,7 +80,7 @@ def run(cfg: LabConfig, spec: KernelSpec, *, cubins: dict[str, bytes], seed_for)
     for shape, padded in points:
         p = problem(shape, alpha=cfg.check.alpha, beta=cfg.check.beta, seed=seed_for(shape, padded), padded=padded)
         ab = ref64.alpha_ab(p["a"][:, :shape.k], p["b"][:, :shape.n], p["alpha"]) if shape.flops > 2e9 else None
-        tol = verify.tolerance(shape.k, cfg.check.tolerance_factor)
+        tol = verify.tolerance_for(spec.precision, shape.k, cfg.check)
         dA, dB, dC = (cuda.to_device(p[x]) for x in ("a", "b", "c"))
         dBias = cuda.to_device(p["bias"])
         dD = cuda.mem_alloc(4 * shape.m * p["ldd"])

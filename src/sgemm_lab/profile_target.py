@@ -115,15 +115,16 @@ def _run_on_gpu(args, cfg, items, hosts) -> None:
             launch(shape, cfg.check.alpha, b.a, b.b, cfg.check.beta, b.c, stream)
             stream.synchronize()
             if args.verify:
-                _verify(impl, cfg, shape, b, hosts[shape])
+                _verify(impl, spec, cfg, shape, b, hosts[shape])
 
 
-def _verify(impl, cfg, shape, b, host) -> None:
-    from .verify import Problem, compare, references, tolerance
+def _verify(impl, spec, cfg, shape, b, host) -> None:
+    from .runners import precision_of
+    from .verify import Problem, compare, references, tolerance_for
 
     ha, hb, hc = host
     p = Problem(shape=shape, alpha=cfg.check.alpha, beta=cfg.check.beta, a=ha, b=hb, c=hc, seed=0)
-    v = compare(b.download_c(), references(p)[0], tolerance(shape.k, cfg.check.tolerance_factor))
+    v = compare(b.download_c(), references(p)[0], tolerance_for(precision_of(impl, spec), shape.k, cfg.check))
     if not v.passed:
         raise SystemExit(f"{impl} at {shape}: {v.reason}")
 

@@ -58,6 +58,29 @@ def check_status(checks: pd.DataFrame, kernel: str) -> str:
     return f"pass ({len(shapes)} shape{'s' if len(shapes) != 1 else ''}, max rel. err {ran['rel_err'].max():.1e})"
 
 
+def accuracy_table(cfg: LabConfig, checks: pd.DataFrame) -> str | None:
+    """Measured error of every implementation over the check runs (all shapes and modes): its precision
+    class, the median and the worst relative error, and the error as a fraction of its tolerance at
+    the worst run, so that the accuracy side of each stage's speed is read in one place."""
+    if checks is None or checks.empty or "rel_err" not in checks:
+        return None
+    ran = checks[(checks["status"] != "skipped") & checks["rel_err"].notna()]
+    precision = {k.id: k.precision for k in cfg.kernels}
+    rows = []
+    for impl in cfg.implementations:
+        mine = ran[ran["kernel"] == impl]
+        if mine.empty:
+            continue
+        worst = mine.loc[mine["rel_err"].idxmax()]
+        rows.append([f"`{impl}`", precision.get(impl, "fp32"), str(len(mine)), f"{mine['rel_err'].median():.2e}",
+                     f"{worst['rel_err']:.2e}", f"{shape_label(worst['m'], worst['n'], worst['k'])} ({worst['mode']})",
+                     f"{worst['rel_err'] / worst['tolerance']:.2f}"])
+    if not rows:
+        return None
+    return md_table(["implementation", "precision", "runs", "median rel. error", "worst rel. error", "worst at",
+                     "worst / tolerance"], rows, align="llrrrlr")
+
+
 def stage_problem(outcomes, kernel: str) -> str | None:
     """'**build failed**' (etc.) when a step of ``kernel`` failed or did not run, for the ladder table."""
     for r in outcomes or ():
@@ -430,6 +453,13 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
             "TFLOP/s (median) per problem size, with the percentage of cuBLAS at the same size in the same run. "
             "✗ marks a timing whose result did not verify; `skipped` a shape the stage cannot run (reasons below).", "",
             ladder_table(cfg, bench, checks, outcomes), "", f"![TFLOP/s vs size]({fig.get('tflops_vs_size', '')})", ""]
+    acc = accuracy_table(cfg, checks)
+    if acc:
+        out += ["## Accuracy", "",
+                "Relative Frobenius error against the float64 reference over every check run (each shape with "
+                "C read, with beta = 0 on a NaN-filled C, and with alpha = 0). The precision class sets the "
+                "tolerance (see Method); the last column is the worst run's error as a fraction of its "
+                "tolerance.", "", acc, ""]
     prof = ncu_table(ncu, hs) if hs else pd.DataFrame()
     unavailable = not_profiled(ncu)
     out += ["## Where the time goes (Nsight Compute)", ""]
@@ -527,6 +557,8 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
             "(catches unwritten outputs and reads of C when beta = 0). Pass: no NaN/Inf and relative Frobenius error < "
             f"{cfg.check.tolerance_factor:g} · eps_fp32 · sqrt(K)"
             + (f" (e.g. {cfg.check.tolerance_factor * 2**-23 * math.sqrt(tol_ks[-1]):.1e} at K = {tol_ks[-1]})" if tol_ks else "")
+            + (f"; TF32-class stages (`precision: tf32`): {cfg.check.tf32_tolerance_factor:g} · 2^-11 plus that bound"
+               if any(k.precision == "tf32" for k in cfg.kernels) else "")
             + ". Reference: float64 NumPy on the CPU in the check rule; float64 cuBLAS DGEMM on the GPU for timed GPU "
             "points (fast at 8192³).",
             f"- **Tile sweeps** at {cfg.sweep.shape}: every grid point is checked against the stage's constraints, "

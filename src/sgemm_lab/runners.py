@@ -34,10 +34,9 @@ class TimingSettings:
     l2_policy: str = "flush"
 
 
-def _check_rows(problem: verify.Problem, refs, run, factor: float) -> list[dict]:
+def _check_rows(problem: verify.Problem, refs, run, tol: float) -> list[dict]:
     """Run ``run(alpha, beta, poison) -> output`` for the three verification modes and compare with
-    ``refs`` (alpha*A@B + beta*C and alpha*A@B) or, for alpha = 0, with beta*C."""
-    tol = verify.tolerance(problem.shape.k, factor)
+    ``refs`` (alpha*A@B + beta*C and alpha*A@B) or, for alpha = 0, with beta*C, within ``tol``."""
     scaled_c = problem.beta * problem.c.astype(np.float64)
     rows = []
     for mode, alpha, beta, ref, terms, poison in (
@@ -58,7 +57,21 @@ def summarize_checks(rows: list[dict]) -> dict:
                 tolerance=rows[0]["tolerance"])
 
 
-class GpuRunner:
+def precision_of(impl: str, spec: KernelSpec | None) -> str:
+    """The precision class of an implementation: its stage's, or the library baseline's (fp32)."""
+    return spec.precision if spec is not None else "fp32"
+
+
+class _Tolerance:
+    cfg: LabConfig
+    impl: str
+    spec: KernelSpec | None
+
+    def tolerance(self, shape: Shape) -> float:
+        return verify.tolerance_for(precision_of(self.impl, self.spec), shape.k, self.cfg.check)
+
+
+class GpuRunner(_Tolerance):
     """A CUDA kernel (``spec`` + compiled cubin) or cuBLAS (``spec`` None) on the current GPU."""
 
     def __init__(self, cfg: LabConfig, impl: str, spec: KernelSpec | None, cubin: bytes | None):
@@ -100,7 +113,7 @@ class GpuRunner:
         p = verify.make_problem(shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed)
         bufs = gpu.Buffers(shape)
         try:
-            return _check_rows(p, verify.references(p), self._run_fn(bufs, p), self.cfg.check.tolerance_factor)
+            return _check_rows(p, verify.references(p), self._run_fn(bufs, p), self.tolerance(shape))
         finally:
             bufs.free()
 
@@ -116,7 +129,7 @@ class GpuRunner:
             self._flusher = gpu.L2Flusher(self.dev.l2_bytes)
         dc, alpha, beta = self._ref, self.cfg.check.alpha, self.cfg.check.beta
         m, n, k = shape.m, shape.n, shape.k
-        tol = verify.tolerance(k, self.cfg.check.tolerance_factor)
+        tol = self.tolerance(shape)
         bufs = gpu.Buffers(shape)
         c0 = cuda.mem_alloc(4 * m * n)
         refs = ()
@@ -161,7 +174,7 @@ class GpuRunner:
                 obj.close()
 
 
-class HostRunner:
+class HostRunner(_Tolerance):
     """A host C stage (``spec`` + shared library) or NumPy's BLAS (``spec`` None) on the CPU."""
 
     def __init__(self, cfg: LabConfig, impl: str, spec: KernelSpec | None, library: Path | None):
@@ -187,11 +200,11 @@ class HostRunner:
 
     def check(self, shape: Shape, seed: int) -> list[dict]:
         p = verify.make_problem(shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed)
-        return _check_rows(p, verify.references(p), self._run_fn(p), self.cfg.check.tolerance_factor)
+        return _check_rows(p, verify.references(p), self._run_fn(p), self.tolerance(shape))
 
     def bench(self, shape: Shape, seed: int, timing: TimingSettings) -> dict:
         p = verify.make_problem(shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed)
-        checks = _check_rows(p, verify.references(p), self._run_fn(p), self.cfg.check.tolerance_factor)
+        checks = _check_rows(p, verify.references(p), self._run_fn(p), self.tolerance(shape))
         c = p.c.copy()
 
         def once() -> float:

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import Shape
+from .config import CheckSettings, Shape
 
 EPS_FP32 = float(np.finfo(np.float32).eps)  # 2**-23
+EPS_TF32 = 2.0**-11  # unit roundoff of TF32's 10-bit mantissa
 NAN_BITS = 0x7FC00000  # a quiet float32 NaN: what outputs are pre-filled with before a run
 
 
@@ -54,6 +55,18 @@ def tolerance(k: int, factor: float) -> float:
     factor leaves room for summation order. TF32 (about 3e-4 relative) fails this for k < ~16k.
     """
     return factor * EPS_FP32 * math.sqrt(max(k, 1))
+
+
+def tolerance_for(precision: str, k: int, check: CheckSettings) -> float:
+    """The bound for a stage of class ``precision`` (fp32, tf32 or 3xtf32). TF32 inputs lose their
+    last 13 mantissa bits, a relative error of about 2^-11 per operand that averages over the dot
+    product instead of growing with K; 3xTF32 recovers FP32 accuracy and is held to FP32's bound."""
+    fp32 = tolerance(k, check.tolerance_factor)
+    if precision in ("fp32", "3xtf32"):
+        return fp32
+    if precision == "tf32":
+        return check.tf32_tolerance_factor * EPS_TF32 + fp32
+    raise ValueError(f"unknown precision class '{precision}'")
 
 
 @dataclass(frozen=True, kw_only=True)
