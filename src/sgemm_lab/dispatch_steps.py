@@ -27,10 +27,10 @@ def shape_sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
     """Every candidate of dispatch stage ``kernel`` on every shape it is timed on (bench and suite):
     compiled in parallel without the GPU, then verified and timed with the GPU to itself, each point in
     a supervised child process, with the tile sweeps' timing settings."""
-    from . import gpu, isolate
+    from . import gpu
     from .compile import compile_options, source_hash
     from .geometry import unsupported_reason, violations
-    from .steps import base_seed, load_spec, machine, point_problems
+    from .steps import load_spec, machine, point_problems, time_points
 
     spec = load_spec(cfg, kernel, None)
     env = io.read_json(env_json)
@@ -62,20 +62,8 @@ def shape_sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
                 rows.append(dict(at, status="compile_error" if err else "filtered", reason=reason))
             else:
                 runnable.append((at, (params, cubin, (s.m, s.n, s.k))))
-    for o in isolate.run([p for _, p in runnable], factory="sgemm_lab.steps:sweep_worker",
-                         args=(raw_config, kernel, base_seed(cfg)), timeout_s=cfg.watchdog_s, log=log,
-                         gate=gpu_lock(exclusive=True)):
-        head = runnable[o.index][0]
-        tag = f"[shape sweep {kernel}] {o.index + 1}/{len(runnable)} candidate {head['candidate']} at " \
-              f"{head['m']}x{head['n']}x{head['k']}"
-        if o.status != "ok":
-            rows.append(dict(head, status=o.status, reason=o.message))
-            log.warning("%s: %s (%s)", tag, o.status.upper(), o.message)
-            continue
-        r = o.rows[0]
-        rows.append(dict(head, **r))
-        if r["status"] in ("ok", "failed"):
-            log.info("%s: %.2f TFLOP/s%s", tag, r["tflops"], "" if r["verified"] else " NOT VERIFIED")
+    rows += time_points(cfg, kernel, runnable, raw_config=raw_config,
+                        label=lambda h: f"[shape sweep {kernel}] candidate {h['candidate']} at {h['m']}x{h['n']}x{h['k']}")
     rows.sort(key=lambda r: (r["m"], r["n"], r["k"], r["candidate"]))
     io.write_csv(out, rows, columns=SHAPE_SWEEP_COLUMNS + sorted({c for r in rows for c in r} - set(SHAPE_SWEEP_COLUMNS)))
     return point_problems(rows, ("ok", "filtered"), "shape-sweep points")

@@ -124,7 +124,7 @@ def _verify(impl, spec, cfg, shape, b, host) -> None:
 
     ha, hb, hc = host
     p = Problem(shape=shape, alpha=cfg.check.alpha, beta=cfg.check.beta, a=ha, b=hb, c=hc, seed=0)
-    v = compare(b.download_c(), references(p)[0], tolerance_for(precision_of(impl, spec), shape.k, cfg.check))
+    v = compare(b.download_c(), references(p)[0], tolerance_for(precision_of(spec), shape.k, cfg.check))
     if not v.passed:
         raise SystemExit(f"{impl} at {shape}: {v.reason}")
 

@@ -57,18 +57,17 @@ def summarize_checks(rows: list[dict]) -> dict:
                 tolerance=rows[0]["tolerance"])
 
 
-def precision_of(impl: str, spec: KernelSpec | None) -> str:
+def precision_of(spec: KernelSpec | None) -> str:
     """The precision class of an implementation: its stage's, or the library baseline's (fp32)."""
     return spec.precision if spec is not None else "fp32"
 
 
 class _Tolerance:
     cfg: LabConfig
-    impl: str
     spec: KernelSpec | None
 
     def tolerance(self, shape: Shape) -> float:
-        return verify.tolerance_for(precision_of(self.impl, self.spec), shape.k, self.cfg.check)
+        return verify.tolerance_for(precision_of(self.spec), shape.k, self.cfg.check)
 
 
 class GpuRunner(_Tolerance):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import time
 import zlib
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -268,6 +267,7 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
     import json
 
     from . import gpu
+    from .dispatch import candidate_spec
     from .runners import GpuRunner, TimingSettings
 
     cfg = from_dict(raw_config, trusted=True)
@@ -283,7 +283,7 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
         nonlocal runner
         params, cubin, *where = point
         shape = Shape.of(where[0]) if where else s.shape
-        sp = replace(spec, dispatch_from="", candidates=()).with_params(**params)
+        sp = candidate_spec(spec, params)  # a dispatch stage's candidate; any other stage with these parameters
         launcher = gpu.KernelLauncher(sp, cubin)
         f = launcher.func
         head = dict(registers=f.num_regs, shared_static_bytes=f.shared_size_bytes, local_bytes=f.local_size_bytes,
@@ -300,6 +300,31 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
     return work
 
 
+def time_points(cfg: LabConfig, kernel: str, runnable: list[tuple[dict, tuple]], *, raw_config: dict | None,
+                label) -> list[dict]:
+    """Verify and time compiled points ``(head, (params, cubin[, (m, n, k)]))`` with the GPU to this
+    step, each in a supervised child process (``sweep_worker``): one row per point, ``head`` merged
+    into it, a hang or CUDA error being that point's row. ``label(head)`` names a point in the log."""
+    from . import isolate
+
+    rows = []
+    for o in isolate.run([p for _, p in runnable], factory="sgemm_lab.steps:sweep_worker",
+                         args=(raw_config, kernel, base_seed(cfg)), timeout_s=cfg.watchdog_s, log=log,
+                         gate=gpu_lock(exclusive=True)):
+        head = runnable[o.index][0]
+        tag = f"{label(head)} ({o.index + 1}/{len(runnable)})"
+        if o.status != "ok":
+            rows.append(dict(head, status=o.status, reason=o.message))
+            log.warning("%s: %s (%s)", tag, o.status.upper(), o.message)
+            continue
+        r = o.rows[0]
+        rows.append(dict(head, **r))
+        if r["status"] in ("ok", "failed"):
+            log.info("%s: %.2f TFLOP/s, %d regs, %d B local%s", tag, r["tflops"], r["registers"], r["local_bytes"],
+                     "" if r["verified"] else " NOT VERIFIED")
+    return rows
+
+
 def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
           raw_config: dict | None = None) -> StepStatus | None:
     """Tile sweep of one stage on ``cfg.sweep.shape``: filter against the device limits recorded by the
@@ -307,7 +332,7 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
     time each point in a supervised child process (a hang or CUDA error is that point's row)."""
     import json
 
-    from . import geometry, gpu, isolate
+    from . import geometry, gpu
     from .autotune import sweep_points
     from .compile import compile_options, source_hash
 
@@ -342,21 +367,8 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
             rows.append(dict(head, status="compile_error", reason=str(err)))
         else:
             runnable.append((head, (params, cubin)))
-    for o in isolate.run([p for _, p in runnable], factory="sgemm_lab.steps:sweep_worker",
-                         args=(raw_config, kernel, base_seed(cfg)), timeout_s=cfg.watchdog_s, log=log,
-                         gate=gpu_lock(exclusive=True)):
-        head = runnable[o.index][0]
-        if o.status != "ok":
-            rows.append(dict(head, status=o.status, reason=o.message))
-            log.warning("[sweep %s] %d/%d %s: %s (%s)", kernel, o.index + 1, len(runnable), head["params"],
-                        o.status.upper(), o.message)
-            continue
-        r = o.rows[0]
-        rows.append(dict(head, **r))
-        if r["status"] in ("ok", "failed"):
-            log.info("[sweep %s] %d/%d %s: %.2f TFLOP/s, %d regs, %d B local%s", kernel, o.index + 1,
-                     len(runnable), head["params"], r["tflops"], r["registers"], r["local_bytes"],
-                     "" if r["verified"] else " NOT VERIFIED")
+    rows += time_points(cfg, kernel, runnable, raw_config=raw_config,
+                        label=lambda head: f"[sweep {kernel}] {head['params']}")
     io.write_csv(out, rows)
     return point_problems(rows, ("ok", "filtered"), "sweep points")
 
