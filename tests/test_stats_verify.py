@@ -168,3 +168,36 @@ def test_stage_precision_is_configured_and_defaults_to_fp32():
     assert cfg.check.tf32_tolerance_factor == 2
     with pytest.raises(cfgmod.ConfigError, match="precision"):
         cfgmod.from_dict({"kernels": [kernel_entry(precision="fp16")]})
+
+
+def _clock_reader(value):
+    reads = []
+
+    def read():
+        reads.append(value)
+        return value
+    return read, reads
+
+
+def test_warm_up_of_the_first_point_takes_the_full_time():
+    from sgemm_lab.gpu import warm_enough
+
+    read, reads = _clock_reader(1980)
+    assert not warm_enough(99.0, warmup_ms=100, rewarm_ms=20, hot_clock=None, clock=read)
+    assert warm_enough(100.0, warmup_ms=100, rewarm_ms=20, hot_clock=None, clock=read)
+    assert reads == []  # no previous point: the clock is not even read
+
+
+def test_later_warm_up_ends_early_only_when_the_clock_is_back():
+    from sgemm_lab.gpu import warm_enough
+
+    hot, _ = _clock_reader(1980)
+    idle, _ = _clock_reader(1200)
+    unknown, _ = _clock_reader(None)
+    assert not warm_enough(19.0, warmup_ms=100, rewarm_ms=20, hot_clock=1980, clock=hot)  # not yet rewarm_ms
+    assert warm_enough(20.0, warmup_ms=100, rewarm_ms=20, hot_clock=1980, clock=hot)
+    assert warm_enough(20.0, warmup_ms=100, rewarm_ms=20, hot_clock=1995, clock=hot)  # within 3%
+    assert not warm_enough(50.0, warmup_ms=100, rewarm_ms=20, hot_clock=1980, clock=idle)  # idled down
+    assert warm_enough(100.0, warmup_ms=100, rewarm_ms=20, hot_clock=1980, clock=idle)  # full time: always
+    assert not warm_enough(50.0, warmup_ms=100, rewarm_ms=20, hot_clock=1980, clock=unknown)
+    assert not warm_enough(50.0, warmup_ms=100, rewarm_ms=None, hot_clock=1980, clock=hot)

@@ -115,6 +115,7 @@ class CheckSettings:
 class BenchSettings:
     shapes: tuple[Shape, ...]
     warmup_ms: float
+    rewarm_ms: float
     target_ms: float
     min_reps: int
     max_reps: int
@@ -133,6 +134,7 @@ class CpuSettings:
 class SweepSettings:
     shape: Shape
     warmup_ms: float
+    rewarm_ms: float
     target_ms: float
     min_reps: int
     max_reps: int
@@ -368,6 +370,7 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
         bench=BenchSettings(
             shapes=tuple(dict.fromkeys(shapes)),
             warmup_ms=float(bench["warmup_ms"]),
+            rewarm_ms=min(float(bench["rewarm_ms"]), float(bench["warmup_ms"])),
             target_ms=float(bench["target_ms"]),
             min_reps=int(bench["min_reps"]),
             max_reps=max(int(bench["max_reps"]), int(bench["min_reps"])),
@@ -376,6 +379,7 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
         cpu=CpuSettings(max_dim=cfg["cpu"]["max_dim"], cflags=tuple(cfg["cpu"]["cflags"]),
                         min_reps=cfg["cpu"]["min_reps"], target_ms=float(cfg["cpu"]["target_ms"])),
         sweep=SweepSettings(shape=Shape.of(cfg["sweep"]["shape"]), warmup_ms=float(cfg["sweep"]["warmup_ms"]),
+                            rewarm_ms=min(float(cfg["sweep"]["rewarm_ms"]), float(cfg["sweep"]["warmup_ms"])),
                             target_ms=float(cfg["sweep"]["target_ms"]), min_reps=cfg["sweep"]["min_reps"],
                             max_reps=max(cfg["sweep"]["max_reps"], cfg["sweep"]["min_reps"]), jobs=cfg["sweep"]["jobs"]),
         epilogue=EpilogueSettings(shapes=tuple(Shape.of(x) for x in cfg["epilogue"]["shapes"]),

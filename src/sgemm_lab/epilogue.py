@@ -70,7 +70,8 @@ def run(cfg: LabConfig, spec: KernelSpec, *, cubins: dict[str, bytes], seed_for)
     flusher = gpu.L2Flusher(dev.l2_bytes)
     ref64 = gpu.Fp64Reference(stream)
     b = cfg.bench
-    timing = TimingSettings(warmup_ms=b.warmup_ms, target_ms=b.target_ms, min_reps=b.min_reps, max_reps=b.max_reps)
+    timing = TimingSettings(warmup_ms=b.warmup_ms, target_ms=b.target_ms, min_reps=b.min_reps, max_reps=b.max_reps,
+                            rewarm_ms=b.rewarm_ms)
     kernels = {}
     for act in cfg.epilogue.acts:
         kernels[act] = gpu.KernelLauncher(variant(spec, act), cubins[act])
@@ -135,7 +136,7 @@ def _compare(spec, act, kern, shape, padded, p, ref, tol, bufs, stream, flusher,
             if not padded:
                 t = gpu.time_launches(launch, stream, warmup_ms=timing.warmup_ms, target_ms=timing.target_ms,
                                       min_reps=timing.min_reps, max_reps=timing.max_reps, flush=flusher,
-                                      pci_bus_id=dev.pci_bus_id)
+                                      pci_bus_id=dev.pci_bus_id, rewarm_ms=timing.rewarm_ms)
                 row.update(t.as_row(), tflops=tflops(shape.flops, t.stats.median_ms))
             rows.append(row)
             log.info("[epilogue %s] %s %s %s%s: %s%s", spec.id, impl, act, shape, " padded" if padded else "",

@@ -418,13 +418,35 @@ class Timing:
         return row
 
 
+# The SM clock at the end of the last timed run of this process, per GPU (PCI bus id).
+_hot_clock: dict[str, int] = {}
+HOT_CLOCK_FRACTION = 0.97  # "back at speed": within 3% of that clock (clock steps are 15 MHz)
+
+
+def warm_enough(elapsed_ms: float, *, warmup_ms: float, rewarm_ms: float | None, hot_clock: int | None,
+                clock: Callable[[], int | None]) -> bool:
+    """Whether a warm-up that has run for ``elapsed_ms`` may end: always after ``warmup_ms``; after
+    ``rewarm_ms`` already when the SM clock (``clock()``, read only then) is back within 3% of
+    ``hot_clock``, the clock at the end of the previous timed run in this process (the GPU did not
+    idle down in between). Without a previous run the full warm-up applies."""
+    if elapsed_ms >= warmup_ms:
+        return True
+    if rewarm_ms is None or hot_clock is None or elapsed_ms < rewarm_ms:
+        return False
+    now = clock()
+    return now is not None and now >= HOT_CLOCK_FRACTION * hot_clock
+
+
 def time_launches(run: Callable[[], None], stream, *, warmup_ms: float, target_ms: float,
-                  min_reps: int, max_reps: int, flush: Callable | None, pci_bus_id: str) -> Timing:
+                  min_reps: int, max_reps: int, flush: Callable | None, pci_bus_id: str,
+                  rewarm_ms: float | None = None) -> Timing:
     """Median-of-many CUDA-event timing of ``run`` (launches on ``stream``).
 
-    Warm-up is by wall time, not by count, so that the SM clock has ramped up from idle; then a
-    few timed launches estimate the cost and set the number of repetitions. ``flush`` (if given)
-    runs before every repetition, outside the events.
+    Warm-up is by wall time, not by count, so that the SM clock has ramped up from idle: ``warmup_ms``
+    for the first point of a process, and for later ones until the clock is back where the previous
+    point left it, at least ``rewarm_ms`` (``warm_enough``). Then a few timed launches estimate the
+    cost and set the number of repetitions. ``flush`` (if given) runs before every repetition, outside
+    the events. The clock before and after the timed launches is part of the result.
     """
     cuda = driver()
 
@@ -442,7 +464,8 @@ def time_launches(run: Callable[[], None], stream, *, warmup_ms: float, target_m
             once()
         launches += batch
         stream.synchronize()
-        if time.perf_counter() - t0 >= warmup_ms / 1e3:
+        if warm_enough((time.perf_counter() - t0) * 1e3, warmup_ms=warmup_ms, rewarm_ms=rewarm_ms,
+                       hot_clock=_hot_clock.get(pci_bus_id), clock=lambda: sm_clock_mhz(pci_bus_id)):
             break
         batch = min(batch * 2, 256)
     warmup_s = time.perf_counter() - t0
@@ -464,6 +487,8 @@ def time_launches(run: Callable[[], None], stream, *, warmup_ms: float, target_m
     clock_before = sm_clock_mhz(pci_bus_id)
     times = timed(reps)
     clock_after = sm_clock_mhz(pci_bus_id)
+    if clock_after is not None:
+        _hot_clock[pci_bus_id] = clock_after
     return Timing(stats=summarize(times), warmup_s=warmup_s, warmup_launches=launches,
                   sm_clock_before_mhz=clock_before, sm_clock_after_mhz=clock_after)
 

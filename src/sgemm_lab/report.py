@@ -540,7 +540,9 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
     tol_ks = sorted(set(int(k) for k in checks["k"])) if len(checks) else []
     out += ["## Method", "",
             f"- **Timing**: CUDA events around each launch on one stream; each point is warmed up for "
-            f"{b.warmup_ms:.0f} ms of wall time first (the SM clock ramps up from idle), then timed "
+            f"{b.warmup_ms:.0f} ms of wall time first (the SM clock ramps up from idle; a later point of the same "
+            f"job for at least {b.rewarm_ms:.0f} ms and until the clock is back within 3% of where the previous "
+            "point's timed launches left it, else the full time), then timed "
             f"{b.min_reps}–{b.max_reps} times (about {b.target_ms:.0f} ms of GPU time); the table shows the median, "
             "`bench.csv` also min, quartiles and max. CPU stages: `time.perf_counter` around each call, "
             f"at least {cfg.cpu.min_reps} calls.",

@@ -32,6 +32,7 @@ class TimingSettings:
     min_reps: int
     max_reps: int
     l2_policy: str = "flush"
+    rewarm_ms: float | None = None  # see gpu.warm_enough
 
 
 def _check_rows(problem: verify.Problem, refs, run, tol: float) -> list[dict]:
@@ -156,7 +157,7 @@ class GpuRunner(_Tolerance):
                 lambda: self.launch(shape, alpha, bufs.a, bufs.b, beta, bufs.c, self.stream), self.stream,
                 warmup_ms=timing.warmup_ms, target_ms=timing.target_ms, min_reps=timing.min_reps,
                 max_reps=timing.max_reps, flush=self._flusher if timing.l2_policy == "flush" else None,
-                pci_bus_id=self.dev.pci_bus_id)
+                pci_bus_id=self.dev.pci_bus_id, rewarm_ms=timing.rewarm_ms)
         finally:
             for r in refs:
                 r.free()

@@ -88,6 +88,20 @@ def environment(cfg: LabConfig, *, out: Path) -> None:
     io.write_json(out, rec)
 
 
+def _epilogue_variants(cfg: LabConfig, spec) -> list:
+    """The activation variants the epilogue step of a fused stage compiles, other than ``spec`` itself."""
+    if spec.signature != "fused":
+        return []
+    from .epilogue import variant
+
+    out = []
+    for act in cfg.epilogue.acts:
+        v = variant(spec, act)
+        if v.params != spec.params and all(v.params != w.params for w in out):
+            out.append(v)
+    return out
+
+
 def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, record_out: Path,
           sweeps: list[Path] = (), shape_sweep: Path | None = None) -> None:
     """Compile one stage for the machine at hand; record its resources (and, if autotuned, its pick;
@@ -127,8 +141,11 @@ def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, reco
 
         arch = io.read_json(env_json)["gpu"]["arch"]
         t0 = time.perf_counter()
-        [(binary, err)] = gpu.compile_many([spec], arch, jobs=1)  # needs no GPU: nvcc only, at low priority
-        if err:
+        # A fused stage's activation variants compile alongside (in parallel, into the compile cache),
+        # so that its epilogue step, which needs them, does not wait for nvcc again.
+        extra_specs = _epilogue_variants(cfg, spec)
+        (binary, err), *_ = gpu.compile_many([spec, *extra_specs], arch, jobs=1 + len(extra_specs))
+        if err:  # nvcc only, no GPU, at low priority
             raise err
         dt = time.perf_counter() - t0
         with gpu_lock(exclusive=False):  # loading the module does
@@ -138,8 +155,9 @@ def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, reco
         if rec["local_bytes"] > spec.max_local_bytes:
             raise CompileError(f"kernel {kernel}: {rec['local_bytes']} B of local memory per thread "
                                f"(spills or stack); config allows {spec.max_local_bytes}")
-        log.info("%s: %d registers, %d B static shared memory, %d B local memory per thread, compiled in %.2f s",
-                 kernel, rec["registers"], rec["shared_static_bytes"], rec["local_bytes"], dt)
+        log.info("%s: %d registers, %d B static shared memory, %d B local memory per thread, compiled in %.2f s%s",
+                 kernel, rec["registers"], rec["shared_static_bytes"], rec["local_bytes"], dt,
+                 f" (with {len(extra_specs)} epilogue variants in parallel)" if extra_specs else "")
     rec.update(status="ok", source=f"kernels/{spec.source}", source_sha256=source_hash(spec),
                params=dict(spec.params), backend=spec.backend)
     rec.update(extra)
@@ -157,7 +175,7 @@ def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | 
     runner = _runner(cfg, impl, Path(binary) if binary else None, Path(record) if record else None)
     b = cfg.bench
     timing = TimingSettings(warmup_ms=b.warmup_ms, target_ms=b.target_ms, min_reps=b.min_reps, max_reps=b.max_reps,
-                            l2_policy=b.l2_policy)
+                            l2_policy=b.l2_policy, rewarm_ms=b.rewarm_ms)
 
     def work(point):
         (m, n, k), seed = point
@@ -274,7 +292,8 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
     setup_logging(None)
     spec = load_spec(cfg, kernel, None)
     s = cfg.sweep
-    timing = TimingSettings(warmup_ms=s.warmup_ms, target_ms=s.target_ms, min_reps=s.min_reps, max_reps=s.max_reps)
+    timing = TimingSettings(warmup_ms=s.warmup_ms, target_ms=s.target_ms, min_reps=s.min_reps, max_reps=s.max_reps,
+                            rewarm_ms=s.rewarm_ms)
     dev = gpu.device_info()
     runner = None
 
