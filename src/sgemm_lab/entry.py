@@ -27,7 +27,7 @@ from .outcome import FAILED, NOT_RUN, OK, StepRecord, StepStatus, first_line
 log = logs.log
 
 # Steps whose failure is one stage's (or one figure's) problem: recorded, and the run goes on.
-TOLERANT = {"build", "check", "bench", "profile", "sweep", "shape_sweep", "epilogue", "ceilings",
+TOLERANT = {"build", "check", "sanitize", "bench", "profile", "sweep", "shape_sweep", "epilogue", "ceilings",
             "failure_tests", "plot"}
 
 
@@ -60,8 +60,9 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], StepStatus | None]:
         "build": lambda c: s.build(c, impl, env_json=Path(i.env), binary_out=Path(o.binary),
                                    record_out=Path(o.record), sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
                                    shape_sweep=_optional(getattr(i, "shape_sweep", None))),
-        "check": lambda c: s.check(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config),
-                                   sanitize_out=Path(o.sanitize) if getattr(o, "sanitize", None) else None),
+        "check": lambda c: s.check(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config)),
+        "sanitize": lambda c: s.sanitize(c, builds=_builds(smk.params.builds), outs={Path(p).stem: Path(p) for p in o.tables},
+                                         log_dir=Path(smk.params.log_dir), raw_config=dict(smk.config)),
         "bench": lambda c: s.bench(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config)),
         "profile": lambda c: s.profile(c, builds=_builds(smk.params.builds), outs=_profile_outs(o),
                                        report=Path(smk.params.report), raw_config=dict(smk.config)),
@@ -111,8 +112,12 @@ def _build(smk, rec: StepRecord) -> None:
 
 def _check(smk, rec: StepRecord) -> None:
     io.write_json(Path(smk.output[0]), dict(kernel=rec.kernel, status=rec.status, message=rec.message, points=[]))
-    if getattr(smk.output, "sanitize", None):
-        io.write_csv(Path(smk.output.sanitize), [], columns=steps.SANITIZE_COLUMNS)
+
+
+def _sanitize(smk, rec: StepRecord) -> None:
+    for out in smk.output.tables:
+        if not Path(out).exists():  # tables already written (stages sanitized before the failure) stay
+            io.write_csv(Path(out), [], columns=steps.SANITIZE_COLUMNS)
 
 
 def _profile(smk, rec: StepRecord) -> None:
@@ -137,6 +142,7 @@ def _figures(smk, rec: StepRecord) -> None:
 EMPTY_OUTPUTS: dict[str, Callable] = {
     "build": _build,
     "check": _check,
+    "sanitize": _sanitize,
     "bench": _empty_csv(steps.BENCH_COLUMNS),
     "profile": _profile,
     "sweep": _empty_csv(["kernel", "m", "n", "k", "params", "status", "reason"]),

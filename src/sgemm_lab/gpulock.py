@@ -21,10 +21,10 @@ log = logging.getLogger("sgemm_lab")
 # meanwhile. "shared": it only needs correct results (checks, sanitizers, device queries), so several
 # such steps may run at once, but never next to a timing step. The steps in SELF_LOCKING take the
 # lock themselves, after their part that needs no GPU (compiling, process start, imports).
-GPU_LOCK = {"environment": "shared", "build": "shared", "check": "shared", "bench": "exclusive",
+GPU_LOCK = {"environment": "shared", "build": "shared", "check": "shared", "sanitize": "shared", "bench": "exclusive",
             "profile": "exclusive", "sweep": "exclusive", "shape_sweep": "exclusive", "epilogue": "exclusive",
             "ceilings": "exclusive"}
-SELF_LOCKING = {"build", "sweep", "shape_sweep", "check", "bench", "profile", "epilogue"}
+SELF_LOCKING = {"build", "sweep", "shape_sweep", "check", "sanitize", "bench", "profile", "epilogue"}
 
 
 def lock_path() -> Path:

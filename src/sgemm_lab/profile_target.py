@@ -84,10 +84,12 @@ def _run_on_gpu(args, cfg, items, hosts) -> None:
 
     cuda = gpu.driver()
     stream = cuda.Stream()
-    from pycuda.compiler import SourceModule
+    spin = scratch = None
+    if not args.no_warmup:  # sanitizer runs need no warm-up, nor the nvcc call that builds it
+        from pycuda.compiler import SourceModule
 
-    spin = SourceModule(SPIN, no_extern_c=True).get_function("lab_spin")
-    scratch = cuda.mem_alloc(4)
+        spin = SourceModule(SPIN, no_extern_c=True).get_function("lab_spin")
+        scratch = cuda.mem_alloc(4)
     bufs = {}
     for shape, host in hosts.items():
         b = gpu.Buffers(shape)

@@ -236,30 +236,16 @@ def point_problems(rows: list[dict], good: tuple[str, ...], what: str = "points"
 
 
 def check(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path,
-          raw_config: dict | None = None, sanitize_out: Path | None = None) -> StepStatus | None:
-    """Verify ``impl`` at the check shapes against float64 (a supervised child process) and, for a CUDA
-    stage, run compute-sanitizer's four tools on it meanwhile (``sanitize_out``; an empty table for
-    other implementations or with ``sanitize: false``)."""
-    from contextlib import ExitStack
-
-    spec = load_spec(cfg, impl, record)  # NotRun before any process starts if the build failed
+          raw_config: dict | None = None) -> StepStatus | None:
+    """Verify ``impl`` at the check shapes against float64 (a supervised child process)."""
+    load_spec(cfg, impl, record)  # NotRun before any process starts if the build failed
     base = base_seed(cfg)
-    with ExitStack() as stack:
-        tools = None
-        if sanitize_out is not None and cfg.sanitize and spec is not None and spec.backend == "cuda":
-            stack.enter_context(gpu_lock(exclusive=False))
-            tools = start_sanitizers(impl, spec, binary=binary, record=record, raw_config=raw_config, out=sanitize_out)
-            stack.callback(tools[1].kill)
-        elif sanitize_out is not None:
-            io.write_csv(sanitize_out, [], columns=SANITIZE_COLUMNS)
-        rows = _isolated_points(cfg, impl, "check", cfg.check.shapes, lambda s: point_seed(base, impl, s, "check"),
-                                binary=binary, record=record, raw_config=raw_config)
-        ran = [r for r in rows if r["status"] != "skipped"]
-        status = "pass" if ran and all(r["status"] == "pass" for r in ran) else ("skipped" if not ran else "fail")
-        io.write_json(out, {"kernel": impl, "status": status, "base_seed": base, "points": rows})
-        verdict = point_problems(rows, ("pass", "skipped"), "runs")
-        sanitized = finish_sanitizers(tools, impl, out=sanitize_out) if tools is not None else None
-    return verdict or sanitized
+    rows = _isolated_points(cfg, impl, "check", cfg.check.shapes, lambda s: point_seed(base, impl, s, "check"),
+                            binary=binary, record=record, raw_config=raw_config)
+    ran = [r for r in rows if r["status"] != "skipped"]
+    status = "pass" if ran and all(r["status"] == "pass" for r in ran) else ("skipped" if not ran else "fail")
+    io.write_json(out, {"kernel": impl, "status": status, "base_seed": base, "points": rows})
+    return point_problems(rows, ("pass", "skipped"), "runs")
 
 
 BENCH_COLUMNS = ["kernel", "m", "n", "k", "status", "reason", "verified", "rel_err", "max_abs_err", "tolerance",
@@ -484,31 +470,50 @@ def profile(cfg: LabConfig, *, builds: dict[str, tuple[Path | None, Path | None]
 SANITIZE_COLUMNS = ["kernel", "tool", "status", "summary", "log", "m", "n", "k"]
 
 
-def start_sanitizers(impl: str, spec: KernelSpec, *, binary: Path | None, record: Path | None, raw_config: dict,
-                     out: Path):
-    """compute-sanitizer's tools on one CUDA stage at a small shape it supports, in the background."""
+def sanitize(cfg: LabConfig, *, builds: dict[str, tuple[Path | None, Path | None]], outs: dict[str, Path],
+             log_dir: Path, raw_config: dict) -> StepStatus | None:
+    """compute-sanitizer's four tools on every CUDA stage (``builds``: stage -> binary, record), each at a
+    small shape it supports, the tools of all stages side by side (one process per core); one table per
+    stage (``outs``). A stage whose build failed gets an empty table (its build's status says why)."""
+    import os
+
     from .profile import target_args
-    from .sanitize import Sanitizers, sanitize_shape
+    from .sanitize import run_all, sanitize_shape
 
-    shape = sanitize_shape(spec)
-    args = target_args(config=raw_config, impl=impl, binary=binary, record=record, shapes=[shape])
-    return shape, Sanitizers(target_args=args, log_dir=Path(out).parent / "logs", kernel=impl).start()
+    stages, shapes = {}, {}
+    for impl, (binary, record) in builds.items():
+        try:
+            spec = load_spec(cfg, impl, record)
+        except NotRun as exc:
+            log.info("[sanitize %s] not run: %s", impl, exc)
+            io.write_csv(outs[impl], [], columns=SANITIZE_COLUMNS)
+            continue
+        shapes[impl] = sanitize_shape(spec)
+        stages[impl] = target_args(config=raw_config, impl=impl, binary=binary, record=record, shapes=[shapes[impl]])
+    parallel = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    log.info("[sanitize] %d stages x 4 tools, %d processes at a time", len(stages), parallel)
 
+    def progress(r):
+        log.info("[sanitize %s] %s at %s: %s %s", r["kernel"], r["tool"], shapes[r["kernel"]], r["status"],
+                 r.get("summary", ""))
 
-def finish_sanitizers(started, impl: str, *, out: Path) -> StepStatus | None:
-    shape, tools = started
-    rows = tools.wait()
-    for r in rows:
-        r.update(m=shape.m, n=shape.n, k=shape.k)
-        log.info("[sanitize %s] %s at %s: %s %s", impl, r["tool"], shape, r["status"], r.get("summary", ""))
-    io.write_csv(out, rows, columns=SANITIZE_COLUMNS)
-    bad = [r for r in rows if r["status"] != "clean"]
+    with gpu_lock(exclusive=False):
+        results = run_all(stages, log_dir=log_dir, parallel=parallel, timeout_s=cfg.watchdog_s, on_row=progress)
+    bad = []
+    for impl, rows in results.items():
+        s = shapes[impl]
+        for r in rows:
+            r.update(m=s.m, n=s.n, k=s.k)
+        io.write_csv(outs[impl], rows, columns=SANITIZE_COLUMNS)
+        bad += [r for r in rows if r["status"] != "clean"]
     if bad and all(r["status"].startswith("unavailable") for r in bad):
         return StepStatus(status=UNAVAILABLE, message="compute-sanitizer " + bad[0]["status"])
-    if bad:
-        r = next(r for r in bad if not r["status"].startswith("unavailable"))
-        return StepStatus(status=FAILED, message=f"{r['tool']} at {shape}: {r['status']} "
-                                                 f"({r.get('summary') or 'see ' + str(r.get('log'))})")
+    real = [r for r in bad if not r["status"].startswith("unavailable")]
+    if real:
+        r = real[0]
+        more = f" (+{len(real) - 1} more)" if len(real) > 1 else ""
+        return StepStatus(status=FAILED, message=f"{r['kernel']}: {r['tool']} at {shapes[r['kernel']]}: {r['status']} "
+                                                 f"({r.get('summary') or 'see ' + str(r.get('log'))}){more}")
     return None
 
 

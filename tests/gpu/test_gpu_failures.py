@@ -244,13 +244,12 @@ def _build(raw, tmp, env, kernel, **inputs):
 def _check_not_run(raw, tmp, env, kernel, build):
     from sgemm_lab import entry
 
-    out = _Outputs([tmp / f"check_{kernel}.json"], sanitize=tmp / f"sanitize_{kernel}.csv",
-                   status=tmp / f"status_check_{kernel}.json")
+    out = _Outputs([tmp / f"check_{kernel}.json"], status=tmp / f"status_check_{kernel}.json")
     _in_child(entry.main, "check", _job(raw, kernel, tmp / f"check_{kernel}.log",
                                         dict(env=str(env), binary=build.binary, record=build.record), out))
     rec = _status(out.status)
     assert rec.status == "not run" and rec.message.startswith("build failed: "), rec
-    assert io.read_json(out[0])["points"] == [] and pd.read_csv(out.sanitize).empty
+    assert io.read_json(out[0])["points"] == []
 
 
 def test_compile_error_is_a_failed_build_and_the_run_goes_on(failing_stages, record_property, capfd):
@@ -282,3 +281,40 @@ def test_autotuned_stage_whose_only_candidate_is_wrong(failing_stages, record_pr
     rec = _status(build.status)
     assert rec.status == "failed" and "no verified configuration in the sweeps of 99_wrong" in rec.message, rec
     _check_not_run(raw, tmp, env, "99_tuned", build)
+
+
+OOB = _naive("sgemm_oob", store="C[t] = out;\n    if (t == 0) C[M * N] = out;  // one float past the end of C")
+
+
+def test_out_of_bounds_write_is_caught_by_the_sanitizers(broken, record_property):
+    record_property("case", "a write past the end of C that leaves the result right: memcheck reports it, the "
+                            "sanitize step fails naming the stage and the tool, another stage's tools stay clean")
+    import shutil
+    from types import SimpleNamespace
+
+    from sgemm_lab import entry
+
+    if shutil.which("compute-sanitizer") is None:
+        pytest.skip("compute-sanitizer is not on PATH")
+    cfg, raw, tmp = broken
+    (cfgmod.KERNEL_DIR / "99_oob.cu").write_text(OOB)
+    raw = dict(raw, kernels=raw["kernels"] + [{"id": "99_oob", "title": "oob", "source": "99_oob.cu",
+                                               "entry": "sgemm_oob", "geometry": "elementwise",
+                                               "params": {"BLOCK": 256}, "shapes": "any"}])
+    env = tmp / "environment.json"
+    build = _build(raw, tmp, env, "99_oob", source=str(cfgmod.KERNEL_DIR / "99_oob.cu"))
+    assert _status(build.status).status == "ok"
+    tables = [tmp / "sanitize" / "99_broken.csv", tmp / "sanitize" / "99_oob.csv"]
+    out = _Outputs(tables, status=tmp / "status_sanitize.json")
+    out.tables = [str(t) for t in tables]
+    job = _job(raw, None, tmp / "sanitize.log", dict(env=str(env)), out)
+    job.params = SimpleNamespace(builds={"99_broken": [str(tmp / "b.bin"), str(tmp / "b.json")],
+                                         "99_oob": [build.binary, build.record]},
+                                 log_dir=str(tmp / "sanitize" / "logs"))
+    _in_child(entry.main, "sanitize", job)
+    rec = _status(out.status)
+    assert rec.status == "failed" and rec.message.startswith("99_oob: memcheck at 257x131x67: errors"), rec
+    oob = pd.read_csv(tables[1]).set_index("tool").status
+    assert oob["memcheck"] == "errors"
+    # the faults of 99_broken are at other shapes: at the sanitizer's shape it is a correct kernel
+    assert (pd.read_csv(tables[0]).status == "clean").all() and len(pd.read_csv(tables[0])) == 4

@@ -112,10 +112,23 @@ def profile_inputs(wildcards):
     return {"env": ENV_JSON, "builds": builds}
 
 
+def sanitized_ids():
+    """The CUDA stages (with sanitize: true)."""
+    return [k.id for k in LAB.kernels if k.backend == "cuda"] if LAB.sanitize else []
+
+
 def all_sanitize():
-    if not LAB.sanitize:
-        return []
-    return expand(f"{RESULTS}/sanitize/{{kernel}}.csv", kernel=[k.id for k in LAB.kernels if k.backend == "cuda"])
+    return expand(f"{RESULTS}/sanitize/{{kernel}}.csv", kernel=sanitized_ids())
+
+
+def sanitize_builds():
+    """What the sanitize job runs: CUDA stage -> [binary, record]."""
+    return {k: [f"{RESULTS}/build/{k}.bin", f"{RESULTS}/build/{k}.json"] for k in sanitized_ids()}
+
+
+def sanitize_inputs(wildcards):
+    """Every CUDA stage's build: the sanitize job runs them all."""
+    return {"env": ENV_JSON, "builds": [p for pair in sanitize_builds().values() for p in pair]}
 
 
 def failure_tests():
@@ -154,6 +167,7 @@ def all_statuses():
     paths = [f"{s}/{step}/{kernel}.json" for step, kernels in per_kernel.items() for kernel in kernels]
     paths += [f"{s}/ceilings.json"] if LAB.gpu_implementations else []
     paths += [f"{s}/profile.json"] if all_profiles() else []
+    paths += [f"{s}/sanitize.json"] if all_sanitize() else []
     paths += [f"{s}/failure_tests.json"] if LAB.failure_tests else []
     return paths + [f"{s}/plot.json"]
 
