@@ -498,7 +498,8 @@ def sanitize(cfg: LabConfig, *, builds: dict[str, tuple[Path | None, Path | None
                  r.get("summary", ""))
 
     with gpu_lock(exclusive=False):
-        results = run_all(stages, log_dir=log_dir, parallel=parallel, timeout_s=cfg.watchdog_s, on_row=progress)
+        # not the per-point watchdog: a tool process takes seconds to start under instrumentation
+        results = run_all(stages, log_dir=log_dir, parallel=parallel, on_row=progress)
     bad = []
     for impl, rows in results.items():
         s = shapes[impl]
