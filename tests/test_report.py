@@ -253,3 +253,45 @@ def test_accuracy_table_reads_the_errors_of_every_check_run(lab, tables):
                                                               else k for k in lab.kernels)), checks)
     assert "| `06_vectorized` | tf32 |" in tf32
     assert report.accuracy_table(lab, checks.iloc[0:0]) is None
+
+
+def test_tf32_stages_are_compared_with_cublas_tf32_and_kept_out_of_the_fp32_suite(raw_config, tables):
+    from sgemm_lab.config import from_dict
+
+    raw = tables["bench"].drop(columns=["pct_cublas"])
+    tf32 = raw[raw.kernel == "cublas"].assign(kernel="cublas_tf32", median_ms=lambda d: d.median_ms / 5,
+                                              tflops=lambda d: d.tflops * 5)
+    fast = raw[raw.kernel == "06_vectorized"].assign(tflops=lambda d: d.tflops * 3, median_ms=lambda d: d.median_ms / 3)
+    frames = [g for _, g in pd.concat([raw, tf32], ignore_index=True).groupby("kernel")]
+    out = report.collect_bench(frames, order=["06_vectorized", "cublas", "cublas_tf32"], tf32=("06_vectorized",))
+    at = out[(out.m == 4096) & (out.n == 4096) & (out.k == 4096)].set_index("kernel")
+    assert at.loc["06_vectorized", "baseline"] == "cublas_tf32"
+    assert at.loc["06_vectorized", "pct_cublas"] == pytest.approx(100 * at.loc["06_vectorized", "tflops"]
+                                                                  / at.loc["cublas_tf32", "tflops"])
+    # cuBLAS in TF32 mode itself reads against strict FP32 cuBLAS (its speed-up from tensor cores)
+    assert at.loc["cublas_tf32", "baseline"] == "cublas"
+    assert at.loc["cublas_tf32", "pct_cublas"] == pytest.approx(500.0)
+    # a TF32 stage never counts as the best strict-FP32 stage of the suite, however fast
+    raw_config["suite"] = {"shapes": [[4096, 4096, 4096]]}
+    raw_config["kernels"] = [dict(k, precision="tf32") if k["id"] == "06_vectorized" else k
+                             for k in raw_config["kernels"]]
+    cfg = from_dict(raw_config)
+    boosted = pd.concat([tables["bench"][tables["bench"].kernel != "06_vectorized"], fast], ignore_index=True)
+    text = "\n".join(report.suite_table(cfg, boosted[boosted.status == "ok"]))
+    assert "`06_vectorized`" not in text and "Geometric mean over 1 shape" in text
+
+
+def test_cublas_tf32_is_a_timed_baseline_only_when_configured(raw_config):
+    from sgemm_lab.config import from_dict
+    from sgemm_lab.runners import precision_of
+    from sgemm_lab.verify import tolerance_for
+
+    cfg = from_dict(raw_config)
+    assert "cublas_tf32" not in cfg.implementations and "cublas_tf32" not in cfg.gpu_implementations
+    raw_config["baseline"] = dict(raw_config.get("baseline", {}), cublas_tf32=True)
+    cfg = from_dict(raw_config)
+    assert cfg.implementations[-3:] == ("cublas", "cublas_tf32", "numpy")
+    assert cfg.gpu_implementations[-2:] == ("cublas", "cublas_tf32")
+    assert set(cfg.suite) <= set(cfg.bench_shapes("cublas_tf32"))
+    assert precision_of(None, "cublas_tf32") == "tf32" and precision_of(None, "cublas") == "fp32"
+    assert tolerance_for("tf32", 4096, cfg.check) > 10 * tolerance_for("fp32", 4096, cfg.check)

@@ -20,7 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 # the kernel sources; SGEMM_LAB_KERNELS points elsewhere (e.g. a directory of experimental stages)
 KERNEL_DIR = Path(os.environ.get("SGEMM_LAB_KERNELS") or ROOT / "kernels")
-BASELINES = ("cublas", "numpy")
+BASELINES = ("cublas", "cublas_tf32", "numpy")
+GPU_BASELINES = ("cublas", "cublas_tf32")
+# The precision class of each library baseline (a stage declares its own: KernelSpec.precision).
+BASELINE_PRECISION = {"cublas": "fp32", "cublas_tf32": "tf32", "numpy": "fp32"}
 
 
 @dataclass(frozen=True, kw_only=True, order=True)
@@ -173,11 +176,12 @@ class LabConfig:
     numpy: bool
     kernels: tuple[KernelSpec, ...]
     suite: tuple[Shape, ...] = ()  # the shapes of the "vs cuBLAS" table, beyond the size sweep
+    cublas_tf32: bool = False      # cuBLAS SGEMM in TF32 tensor-op math: the baseline of TF32-class stages
 
     def bench_shapes(self, impl: str) -> tuple[Shape, ...]:
         """What the bench step times for ``impl``: the size sweep, then the suite shapes it does not
         already hold for cuBLAS and every GPU stage with ``suite: true`` (host stages and NumPy: never)."""
-        if impl == "numpy" or (impl != "cublas" and not self._in_suite(self.kernel(impl))):
+        if impl == "numpy" or (impl not in GPU_BASELINES and not self._in_suite(self.kernel(impl))):
             return self.bench.shapes
         return tuple(dict.fromkeys(self.bench.shapes + self.suite))
 
@@ -188,7 +192,12 @@ class LabConfig:
     @property
     def gpu_implementations(self) -> tuple[str, ...]:
         """What runs on the GPU (and so is profiled): CUDA stages and cuBLAS."""
-        return tuple(k.id for k in self.kernels if k.backend == "cuda") + (("cublas",) if self.cublas else ())
+        return tuple(k.id for k in self.kernels if k.backend == "cuda") + self.gpu_baselines
+
+    @property
+    def gpu_baselines(self) -> tuple[str, ...]:
+        """The cuBLAS baselines this run times: strict FP32, and TF32 when configured."""
+        return (("cublas",) if self.cublas else ()) + (("cublas_tf32",) if self.cublas_tf32 else ())
 
     @property
     def fused(self) -> tuple[KernelSpec, ...]:
@@ -208,8 +217,7 @@ class LabConfig:
     @property
     def implementations(self) -> tuple[str, ...]:
         """Every timed implementation: the configured kernels, then the library baseline."""
-        return (tuple(k.id for k in self.kernels) + (("cublas",) if self.cublas else ())
-                + (("numpy",) if self.numpy else ()))
+        return tuple(k.id for k in self.kernels) + self.gpu_baselines + (("numpy",) if self.numpy else ())
 
 
 def load_schema() -> dict:
@@ -390,6 +398,7 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
         sanitize=bool(cfg["sanitize"]),
         failure_tests=bool(cfg["failure_tests"]),
         cublas=bool(cfg["baseline"]["cublas"]),
+        cublas_tf32=bool(cfg["baseline"]["cublas_tf32"]),
         numpy=bool(cfg["baseline"]["numpy"]),
         kernels=tuple(kernels),
         suite=tuple(dict.fromkeys(Shape.of(x) for x in cfg.get("suite", {}).get("shapes", []))),

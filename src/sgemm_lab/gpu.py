@@ -279,21 +279,25 @@ class KernelLauncher:
 
 
 class CublasLauncher:
-    """cuBLAS SGEMM in strict FP32 on row-major data (computes C^T = B^T A^T in column-major)."""
+    """cuBLAS SGEMM on row-major data (computes C^T = B^T A^T in column-major): strict FP32 (the
+    default), or with ``tf32`` TF32 tensor-op math (inputs rounded to TF32, FP32 accumulation)."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, *, tf32: bool = False):
         driver()
         from nvmath.bindings import cublas
 
-        if os.environ.get("NVIDIA_TF32_OVERRIDE", "") not in ("", "0"):
+        if not tf32 and os.environ.get("NVIDIA_TF32_OVERRIDE", "") not in ("", "0"):
             raise LabError("cuBLAS baseline: NVIDIA_TF32_OVERRIDE is set and would allow TF32; unset it")
         self._cublas = cublas
         self.handle = cublas.create()
         cublas.set_stream(self.handle, stream.handle)
-        cublas.set_math_mode(self.handle, cublas.Math.DEFAULT_MATH)
+        want = cublas.Math.TF32_TENSOR_OP_MATH if tf32 else cublas.Math.DEFAULT_MATH
+        cublas.set_math_mode(self.handle, want)
         mode = cublas.get_math_mode(self.handle)
         fast = (cublas.Math.TENSOR_OP_MATH, cublas.Math.TF32_TENSOR_OP_MATH, cublas.Math.FP32_EMULATED_BF16X9_MATH)
-        if (mode & 0xF) in {int(m) for m in fast}:
+        if tf32 and (mode & 0xF) != int(want):
+            raise LabError(f"cuBLAS TF32 baseline: math mode {mode}, not TF32_TENSOR_OP_MATH")
+        if not tf32 and (mode & 0xF) in {int(m) for m in fast}:
             raise LabError(f"cuBLAS baseline: math mode {mode} is not strict FP32")
         self.math_mode = cublas.Math(mode & 0xF).name
         self.version = cublas.get_version(self.handle)
@@ -311,6 +315,13 @@ class CublasLauncher:
         if self.handle:
             self._cublas.destroy(self.handle)
             self.handle = 0
+
+
+def library_launcher(impl: str, stream) -> CublasLauncher:
+    """The launcher of a GPU library baseline (config.GPU_BASELINES)."""
+    if impl not in ("cublas", "cublas_tf32"):
+        raise LabError(f"{impl} is not a GPU library baseline")
+    return CublasLauncher(stream, tf32=impl == "cublas_tf32")
 
 
 class Fp64Reference:

@@ -24,6 +24,10 @@ def _save(fig, out: Path) -> None:
     tmp.replace(out)
 
 
+# The library baselines, drawn as black reference lines (not as stages).
+REFERENCE_LINES = {"cublas": ("cuBLAS (strict FP32)", "--"), "cublas_tf32": ("cuBLAS TF32 (tensor cores)", ":")}
+
+
 def tflops_vs_size(bench: pd.DataFrame, out: Path, order: list[str]) -> None:
     """TFLOP/s against problem size, one line per kernel, cuBLAS as a dashed reference line."""
     ok = bench[bench["status"] == "ok"].copy() if "status" in bench else bench.iloc[0:0]
@@ -35,15 +39,15 @@ def tflops_vs_size(bench: pd.DataFrame, out: Path, order: list[str]) -> None:
     labels = [shape_label(m, n, k) for m, n, k in sizes[["m", "n", "k"]].itertuples(index=False)]
     pos = {lab: i for i, lab in enumerate(labels)}
     ok["size"] = [pos[shape_label(m, n, k)] for m, n, k in ok[["m", "n", "k"]].itertuples(index=False)]
-    kernels = [k for k in order if k != "cublas" and k in set(ok.kernel)]
+    kernels = [k for k in order if k not in REFERENCE_LINES and k in set(ok.kernel)]
     sns.set_theme(style="whitegrid", context="notebook")
     fig, ax = plt.subplots(figsize=(9, 5.5))
     sns.lineplot(data=ok[ok.kernel.isin(kernels)], x="size", y="tflops", hue="kernel", hue_order=kernels,
                  style="kernel", markers=True, dashes=False, ax=ax, palette="viridis")
-    ref = ok[ok.kernel == "cublas"].sort_values("size")
-    if len(ref):
-        ax.plot(ref["size"], ref["tflops"], color="black", linestyle="--", linewidth=2, marker="o",
-                label="cuBLAS (strict FP32)")
+    for impl, (label, style) in REFERENCE_LINES.items():
+        ref = ok[ok.kernel == impl].sort_values("size")
+        if len(ref):
+            ax.plot(ref["size"], ref["tflops"], color="black", linestyle=style, linewidth=2, marker="o", label=label)
     ax.set_xticks(range(len(labels)), labels)
     ax.set_yscale("log")
     ax.set_xlabel("problem size (M×N×K)")
@@ -89,7 +93,7 @@ def _at_shape(df: pd.DataFrame, shape) -> pd.DataFrame:
 def ladder_bars(bench: pd.DataFrame, out: Path, *, order: list[str], shape) -> None:
     """TFLOP/s of every stage at one shape, annotated with % of cuBLAS; cuBLAS as a dashed line."""
     ok = _at_shape(bench[bench.status == "ok"], shape) if "status" in bench else bench.iloc[0:0]
-    kernels = [k for k in order if k in set(ok.kernel) and k != "cublas"]
+    kernels = [k for k in order if k in set(ok.kernel) and k not in REFERENCE_LINES]
     if not kernels:
         placeholder(out, f"no verified results at {shape}")
         return
@@ -100,9 +104,13 @@ def ladder_bars(bench: pd.DataFrame, out: Path, *, order: list[str], shape) -> N
     for i, r in enumerate(data.itertuples()):
         if r.pct_cublas == r.pct_cublas:
             ax.text(i, r.tflops, f"{r.pct_cublas:.0f}%", ha="center", va="bottom", fontsize=8)
-    ref = ok[ok.kernel == "cublas"]
-    if len(ref):
-        ax.axhline(ref.tflops.iloc[0], color="black", linestyle="--", label=f"cuBLAS {ref.tflops.iloc[0]:.1f}")
+    drawn = False
+    for impl, (label, style) in REFERENCE_LINES.items():
+        ref = ok[ok.kernel == impl]
+        if len(ref):
+            ax.axhline(ref.tflops.iloc[0], color="black", linestyle=style, label=f"{label} {ref.tflops.iloc[0]:.1f}")
+            drawn = True
+    if drawn:
         ax.legend(loc="upper left")
     ax.set_xlabel("")
     ax.set_ylabel("TFLOP/s (median)")

@@ -95,13 +95,14 @@ def _run_on_gpu(args, cfg, items, hosts) -> None:
         b = gpu.Buffers(shape)
         b.upload(*host)
         bufs[shape] = b
-    cublas = None
+    libraries = {}  # one handle per library baseline
     warm = args.no_warmup
     used = set()  # shapes whose C an earlier launch has overwritten
     for impl, spec, binary, shapes in items:
         if spec is None:
-            cublas = cublas or gpu.CublasLauncher(stream)
-            launch = cublas
+            if impl not in libraries:
+                libraries[impl] = gpu.library_launcher(impl, stream)
+            launch = libraries[impl]
         else:
             launch = launcher_for(spec, Path(binary).read_bytes())
         for shape in shapes:
@@ -126,7 +127,7 @@ def _verify(impl, spec, cfg, shape, b, host) -> None:
 
     ha, hb, hc = host
     p = Problem(shape=shape, alpha=cfg.check.alpha, beta=cfg.check.beta, a=ha, b=hb, c=hc, seed=0)
-    v = compare(b.download_c(), references(p)[0], tolerance_for(precision_of(spec), shape.k, cfg.check))
+    v = compare(b.download_c(), references(p)[0], tolerance_for(precision_of(spec, impl), shape.k, cfg.check))
     if not v.passed:
         raise SystemExit(f"{impl} at {shape}: {v.reason}")
 

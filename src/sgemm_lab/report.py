@@ -7,19 +7,25 @@ from pathlib import Path
 
 import pandas as pd
 
-from .config import LabConfig
+from .config import BASELINE_PRECISION, BASELINES, LabConfig
+
+BASELINE_TITLES = {"cublas": "cuBLAS SGEMM (strict FP32)", "cublas_tf32": "cuBLAS SGEMM (TF32 tensor-op math)",
+                   "numpy": "NumPy float32 matmul (CPU BLAS)"}
 from .profile import OCCUPANCY_LIMITS
 
 
-def collect_bench(frames: list[pd.DataFrame], order: list[str]) -> pd.DataFrame:
-    """Concatenate per-implementation bench tables and add % of cuBLAS at the same shape."""
+def collect_bench(frames: list[pd.DataFrame], order: list[str], tf32: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Concatenate per-implementation bench tables and add % of cuBLAS at the same shape: of strict-FP32
+    cuBLAS, or for the TF32-class implementations ``tf32`` of cuBLAS in TF32 mode (column ``baseline``
+    names which)."""
     df = pd.concat([f for f in frames if len(f)], ignore_index=True) if frames else pd.DataFrame()
     if df.empty:
         return df
     df["kernel"] = df["kernel"].astype(str)
-    ref = df[(df["kernel"] == "cublas") & (df["status"] == "ok")][["m", "n", "k", "tflops"]]
-    ref = ref.rename(columns={"tflops": "cublas_tflops"})
-    df = df.merge(ref, on=["m", "n", "k"], how="left")
+    df["baseline"] = ["cublas_tf32" if k in tf32 else "cublas" for k in df["kernel"]]
+    ref = df[df["kernel"].isin(["cublas", "cublas_tf32"]) & (df["status"] == "ok")][["kernel", "m", "n", "k", "tflops"]]
+    ref = ref.rename(columns={"kernel": "baseline", "tflops": "cublas_tflops"})
+    df = df.merge(ref, on=["baseline", "m", "n", "k"], how="left")
     df["pct_cublas"] = 100.0 * df["tflops"] / df["cublas_tflops"]
     df = df.drop(columns=["cublas_tflops"])
     rank = {k: i for i, k in enumerate(order)}
@@ -65,7 +71,7 @@ def accuracy_table(cfg: LabConfig, checks: pd.DataFrame) -> str | None:
     if checks is None or checks.empty or "rel_err" not in checks:
         return None
     ran = checks[(checks["status"] != "skipped") & checks["rel_err"].notna()]
-    precision = {k.id: k.precision for k in cfg.kernels}
+    precision = BASELINE_PRECISION | {k.id: k.precision for k in cfg.kernels}
     rows = []
     for impl in cfg.implementations:
         mine = ran[ran["kernel"] == impl]
@@ -104,7 +110,7 @@ def suite_table(cfg: LabConfig, ok: pd.DataFrame) -> list[str]:
     stage's quartiles against cuBLAS's), then the geometric mean and the minimum over the suite."""
     if not cfg.suite:
         return []
-    stages = [k.id for k in cfg.kernels if k.backend == "cuda" or k.autotuned]
+    stages = [k.id for k in cfg.kernels if (k.backend == "cuda" or k.autotuned) and k.precision == "fp32"]
     rows, ratios, missing = [], [], []
     for s in cfg.suite:
         ref = _at(ok, "cublas", (s.m, s.n, s.k))
@@ -123,8 +129,8 @@ def suite_table(cfg: LabConfig, ok: pd.DataFrame) -> list[str]:
         rows.append([label, f"{ref.tflops:.2f}", f"`{best.kernel}`", f"{best.tflops:.2f}", f"**{ratio:.3f}×**",
                      f"{low:.3f}–{high:.3f}"])
     out = ["## Against cuBLAS on the suite", "",
-           "The best verified stage on each shape of the suite (`suite:` in the config), against cuBLAS strict "
-           "FP32 timed in the same run. Ratio = cuBLAS median time / stage median time (above 1: the stage is "
+           "The best verified strict-FP32 stage on each shape of the suite (`suite:` in the config), against "
+           "cuBLAS strict FP32 timed in the same run. Ratio = cuBLAS median time / stage median time (above 1: the stage is "
            "faster); the range pairs the stage's quartiles with cuBLAS's opposite quartiles.", "",
            md_table(["shape", "cuBLAS TFLOP/s", "best stage", "TFLOP/s", "ratio", "ratio range (quartiles)"], rows,
                     align="lrlrrr")]
@@ -141,8 +147,7 @@ def ladder_table(cfg: LabConfig, bench: pd.DataFrame, checks: pd.DataFrame, outc
     bench = ladder_rows(cfg, bench)
     shapes = bench[["m", "n", "k"]].drop_duplicates().assign(f=lambda d: d.m * d.n * d.k).sort_values("f")
     header = ["stage", "check"] + [shape_label(*s) for s in shapes[["m", "n", "k"]].itertuples(index=False)]
-    titles = {k.id: k.title for k in cfg.kernels} | {"cublas": "cuBLAS SGEMM (strict FP32)",
-                                                           "numpy": "NumPy float32 matmul (CPU BLAS)"}
+    titles = {k.id: k.title for k in cfg.kernels} | BASELINE_TITLES
     rows = []
     for impl in cfg.implementations:
         sub = bench[bench["kernel"] == impl]
@@ -163,7 +168,8 @@ def ladder_table(cfg: LabConfig, bench: pd.DataFrame, checks: pd.DataFrame, outc
                 cells.append(f"{r['tflops']:.2f}")
             else:
                 mark = "" if r["verified"] else " ✗"
-                cells.append(f"{r['tflops']:.2f} ({_fmt(r['pct_cublas'], '.1f')}%){mark}")
+                of = " of TF32" if r.get("baseline") == "cublas_tf32" else ""
+                cells.append(f"{r['tflops']:.2f} ({_fmt(r['pct_cublas'], '.1f')}%{of}){mark}")
         problem = stage_problem(outcomes, impl)
         status = check_status(checks, impl)
         status = f"{problem} (see Failures)" if problem and status in ("not checked", "all shapes skipped") else status
@@ -195,10 +201,11 @@ def headline_table(cfg: LabConfig, ok: pd.DataFrame, shape) -> str:
         r = _at(ok, impl, shape)
         if r is None:
             continue
-        step = f"{r.tflops / prev:.2f}×" if prev and impl not in ("cublas", "numpy") else ""
-        rows.append([f"`{impl}`", f"{r.tflops:.2f}", _fmt(r.pct_cublas, ".1f") + "%", step,
+        step = f"{r.tflops / prev:.2f}×" if prev and impl not in BASELINES else ""
+        of = " of TF32" if r.get("baseline") == "cublas_tf32" else ""
+        rows.append([f"`{impl}`", f"{r.tflops:.2f}", _fmt(r.pct_cublas, ".1f") + "%" + of, step,
                      f"{r.median_ms:.3f}", f"{r.iqr_ms:.3f}"])
-        if impl not in ("cublas", "numpy"):
+        if impl not in BASELINES:
             prev = r.tflops
     return md_table(["stage", "TFLOP/s", "% of cuBLAS", "vs. previous stage", "median ms", "IQR ms"], rows)
 
@@ -568,7 +575,10 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
             f"in parallel, then verified and timed like a bench point ({cfg.sweep.warmup_ms:.0f} ms warm-up, "
             f"~{cfg.sweep.target_ms:.0f} ms timed). The autotuned stage takes the fastest verified point without local memory.",
             f"- **cuBLAS** through nvmath-python on PyCUDA's primary context, row-major via C^T = B^T A^T, math mode "
-            f"`{env.get('cublas_math_mode', '?')}` (strict FP32, checked not to be TF32), same alpha and beta.",
+            f"`{env.get('cublas_math_mode', '?')}` (strict FP32, checked not to be TF32), same alpha and beta."
+            + (" `cublas_tf32`: the same call with `TF32_TENSOR_OP_MATH` (inputs rounded to TF32, FP32 accumulation), "
+               "held to the TF32 tolerance; TF32-class stages are compared with it (\"% of TF32\")."
+               if cfg.cublas_tf32 else ""),
             "- **Isolation**: jobs run in parallel, but every step that times or profiles holds an exclusive lock on "
             "the GPU (`results/.gpu.lock`), while checks, sanitizers and builds share it: nothing else runs on the GPU "
             "during a measurement. CPU stages are timed with no other job running. Each point runs in a supervised "

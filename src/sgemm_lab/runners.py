@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from . import verify
-from .config import KernelSpec, LabConfig, Shape
+from .config import BASELINE_PRECISION, KernelSpec, LabConfig, Shape
 from .dispatch_launch import launcher_for
 from .geometry import unsupported_reason
 from .stats import reps_for, summarize, tflops
@@ -58,17 +58,18 @@ def summarize_checks(rows: list[dict]) -> dict:
                 tolerance=rows[0]["tolerance"])
 
 
-def precision_of(spec: KernelSpec | None) -> str:
-    """The precision class of an implementation: its stage's, or the library baseline's (fp32)."""
-    return spec.precision if spec is not None else "fp32"
+def precision_of(spec: KernelSpec | None, impl: str = "cublas") -> str:
+    """The precision class of an implementation: its stage's, or (``spec`` None) the library baseline's."""
+    return spec.precision if spec is not None else BASELINE_PRECISION[impl]
 
 
 class _Tolerance:
     cfg: LabConfig
+    impl: str
     spec: KernelSpec | None
 
     def tolerance(self, shape: Shape) -> float:
-        return verify.tolerance_for(precision_of(self.spec), shape.k, self.cfg.check)
+        return verify.tolerance_for(precision_of(self.spec, self.impl), shape.k, self.cfg.check)
 
 
 class GpuRunner(_Tolerance):
@@ -81,7 +82,7 @@ class GpuRunner(_Tolerance):
         self.cfg, self.impl, self.spec = cfg, impl, spec
         self.dev = gpu.device_info()
         self.stream = cuda.Stream()
-        self.launch = gpu.CublasLauncher(self.stream) if spec is None else launcher_for(spec, cubin)
+        self.launch = gpu.library_launcher(impl, self.stream) if spec is None else launcher_for(spec, cubin)
         self._flusher = None
         self._ref = None
 

@@ -555,6 +555,7 @@ def add_provenance(df: pd.DataFrame, builds: list[dict], env: dict) -> pd.DataFr
     """Every result row carries what produced it: source hash, compile flags, GPU, driver, commit."""
     src = {b["kernel"]: (b.get("source_sha256"), " ".join(map(str, b.get("options") or []))) for b in builds}
     lib = {"cublas": (f"cuBLAS {env.get('cublas')} ({env.get('cublas_math_mode')})", ""),
+           "cublas_tf32": (f"cuBLAS {env.get('cublas')} (TF32_TENSOR_OP_MATH)", ""),
            "numpy": (f"numpy {env.get('packages', {}).get('numpy')}", "")}
     out = df.copy()
     if out.empty:
@@ -574,7 +575,8 @@ def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_c
     from .dispatch_steps import DISPATCH_COLUMNS, dispatch_rows
     from .report import collect_bench
 
-    bench_df = collect_bench([pd.read_csv(p) for p in bench_csvs], order=list(cfg.implementations))
+    bench_df = collect_bench([pd.read_csv(p) for p in bench_csvs], order=list(cfg.implementations),
+                             tf32=tuple(k.id for k in cfg.kernels if k.precision == "tf32"))
     checks = [r for p in check_jsons for r in io.read_json(p)["points"]]
     builds = [io.read_json(p) for p in build_jsons]
     env = io.read_json(env_json)
