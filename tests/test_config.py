@@ -10,7 +10,7 @@ def test_default_config_is_valid_and_filled(lab):
     assert lab.run == "local"
     ids = [k.id for k in lab.kernels]
     assert ids == sorted(ids) and {"01_naive", "02_coalesced", "03_smem_caching", "04_1d_blocktiling"} <= set(ids)
-    assert lab.implementations[-2:] == ("cublas", "numpy")
+    assert lab.implementations[-3:] == ("cublas", "cublas_tf32", "numpy")
     assert lab.bench.min_reps >= 3 and lab.bench.l2_policy == "flush"
     assert lab.check.beta != 0
     # the kernel list drives everything: ids are unique and each source exists
@@ -118,8 +118,8 @@ def test_suite_shapes_are_timed_by_the_stages_in_the_suite(raw_config):
     for impl in lab.implementations:
         shapes = lab.bench_shapes(impl)
         assert shapes[:len(lab.bench.shapes)] == lab.bench.shapes  # the size sweep first, unchanged
-        assert (long_k in shapes) == (impl in in_suite + ["cublas"] or lab.kernel(impl).autotuned
-                                      if impl not in ("cublas", "numpy") else impl == "cublas")
+        assert (long_k in shapes) == (impl in in_suite or lab.kernel(impl).autotuned
+                                      if impl not in ("cublas", "cublas_tf32", "numpy") else impl != "numpy")
         assert len(set(shapes)) == len(shapes)  # 4096^3 is in both lists, timed once
     raw_config["suite"] = {}
     assert all(from_dict(raw_config).bench_shapes(i) == lab.bench.shapes for i in lab.implementations)

@@ -286,6 +286,7 @@ def test_cublas_tf32_is_a_timed_baseline_only_when_configured(raw_config):
     from sgemm_lab.runners import precision_of
     from sgemm_lab.verify import tolerance_for
 
+    raw_config["baseline"] = dict(raw_config.get("baseline", {}), cublas_tf32=False)
     cfg = from_dict(raw_config)
     assert "cublas_tf32" not in cfg.implementations and "cublas_tf32" not in cfg.gpu_implementations
     raw_config["baseline"] = dict(raw_config.get("baseline", {}), cublas_tf32=True)
