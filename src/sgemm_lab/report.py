@@ -64,6 +64,25 @@ def check_status(checks: pd.DataFrame, kernel: str) -> str:
     return f"pass ({len(shapes)} shape{'s' if len(shapes) != 1 else ''}, max rel. err {ran['rel_err'].max():.1e})"
 
 
+def sass_table(cfg: LabConfig, builds: pd.DataFrame) -> str | None:
+    """Per CUDA stage, its SASS instruction counts by family (build record columns ``sass_*``)."""
+    from .sass import FAMILIES
+
+    if builds is None or builds.empty or "sass_total" not in builds:
+        return None
+    rows = []
+    for spec in cfg.kernels:
+        r = builds[builds["kernel"] == spec.id]
+        if r.empty or pd.isna(r.iloc[0].get("sass_total")):
+            continue
+        r = r.iloc[0]
+        rows.append([f"`{spec.id}`", spec.precision, *(_fmt(r.get(f"sass_{f.lower()}"), ".0f") for f in FAMILIES),
+                     _fmt(r["sass_total"], ".0f")])
+    if not rows:
+        return None
+    return md_table(["stage", "precision", *FAMILIES, "all"], rows, align="ll" + "r" * (len(FAMILIES) + 1))
+
+
 def accuracy_table(cfg: LabConfig, checks: pd.DataFrame) -> str | None:
     """Measured error of every implementation over the check runs (all shapes and modes): its precision
     class, the median and the worst relative error, and the error as a fraction of its tolerance at
@@ -467,6 +486,13 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
                 "C read, with beta = 0 on a NaN-filled C, and with alpha = 0). The precision class sets the "
                 "tolerance (see Method); the last column is the worst run's error as a fraction of its "
                 "tolerance.", "", acc, ""]
+    sass = sass_table(cfg, builds)
+    if sass:
+        out += ["## What the kernels compiled to (SASS)", "",
+                "Instructions in each stage's code (`cuobjdump -sass` of the build, static counts, grouped by "
+                "mnemonic): FFMA for the CUDA-core stages, HMMA (mma.sync, WMMA) or HGMMA (Hopper wgmma) for "
+                "tensor cores; shared-memory loads as LDS / LDSM, generic loads as LD, global loads as LDG, "
+                "asynchronous copies as LDGSTS, bulk tensor copies as UTMALDG; BAR: barriers.", "", sass, ""]
     prof = ncu_table(ncu, hs) if hs else pd.DataFrame()
     unavailable = not_profiled(ncu)
     out += ["## Where the time goes (Nsight Compute)", ""]
@@ -521,7 +547,8 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
         mine = ok[ok.kernel == spec.id]
         r = _at(ok, spec.id, hs) if hs else None
         if r is not None:
-            out.append(f"At {shape_label(*hs)}: **{r.tflops:.2f} TFLOP/s, {_fmt(r.pct_cublas, '.1f')}% of cuBLAS** "
+            of = "cuBLAS TF32" if r.get("baseline") == "cublas_tf32" else "cuBLAS"
+            out.append(f"At {shape_label(*hs)}: **{r.tflops:.2f} TFLOP/s, {_fmt(r.pct_cublas, '.1f')}% of {of}** "
                        f"(median {r.median_ms:.3f} ms, IQR {r.iqr_ms:.3f} ms over {int(r.reps)} runs).")
         elif len(mine):
             big = mine.assign(f=mine.m * mine.n * mine.k).sort_values("f").iloc[-1]

@@ -152,6 +152,9 @@ def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, reco
             launcher = gpu.KernelLauncher(spec, binary)
             launcher.check_launchable(gpu.device_info())
             rec = asdict(launcher.resources(arch, dt))
+        from .sass import record as sass_record
+
+        rec.update(sass_record(binary, spec.entry))  # instruction counts (none without cuobjdump)
         if rec["local_bytes"] > spec.max_local_bytes:
             raise CompileError(f"kernel {kernel}: {rec['local_bytes']} B of local memory per thread "
                                f"(spills or stack); config allows {spec.max_local_bytes}")
