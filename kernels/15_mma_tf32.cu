@@ -1,0 +1,178 @@
+// Stage 15 (TF32) - tensor cores through mma.sync: the fragment layout in the kernel's own hands.
+// Precision class tf32, like stage 14: A and B are rounded to TF32 (cvt.rna: to nearest, ties away),
+// products accumulate in FP32; held to the TF32 tolerance, compared with cuBLAS in TF32 mode.
+//
+// Tiling as stage 14: a 128 x 128 block tile, 8 warps of 64 x 32, a 4-slot cp.async ring of 16-deep
+// K-tiles, two blocks per SM. Each warp computes its 64 x 32 as 4 x 4 tiles of 16 x 8 with
+// mma.sync.m16n8k8 (TF32 in, FP32 accumulate): 16 tiles x 4 accumulators = 64 registers.
+//
+// What changes against WMMA (stage 14):
+// - Fragments are loaded with plain 32-bit shared loads (LDS) at the addresses the PTX fragment
+//   layout names, instead of WMMA's generic loads. For lane = 4 * g + t (g = groupID 0..7,
+//   t = thread in group 0..3) the m16n8k8 TF32 fragments are
+//     A (16 x 8, row-major): a0 = A[g][t], a1 = A[g + 8][t], a2 = A[g][t + 4], a3 = A[g + 8][t + 4]
+//     B (8 x 8, "col"):      b0 = B[t][g], b1 = B[t + 4][g]
+//     C (16 x 8):            c0, c1 = C[g][2t], C[g][2t + 1];  c2, c3 = C[g + 8][2t], C[g + 8][2t + 1]
+// - Bank-conflict-free by padding: a warp's A loads touch rows g (8 rows) x columns t (4 columns);
+//   with a row pitch of BK + 4 floats (4 banks apart modulo 32 for BK = 16: pitch 20 -> rows at banks
+//   0, 20, 8, 28, 16, 4, 24, 12) the 32 addresses fall in 32 different banks. B loads touch rows t x
+//   columns g; a pitch of BN + 8 (8 banks apart) does the same.
+// - Each element is rounded to TF32 once per fragment load (cvt.rna.tf32.f32, one instruction), not
+//   with WMMA's compare-and-select sequence.
+
+#include "common.cuh"
+
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#ifndef BK
+#define BK 16
+#endif
+#ifndef WTM
+#define WTM 64
+#endif
+#ifndef WTN
+#define WTN 32
+#endif
+#ifndef STAGES
+#define STAGES 4
+#endif
+#ifndef MINBLOCKS
+#define MINBLOCKS 2
+#endif
+
+constexpr int NTHREADS = 32 * (BM / WTM) * (BN / WTN);  // one warp per warp tile
+#ifdef THREADS
+static_assert(THREADS == NTHREADS, "THREADS (the launch's block size) must be 32 * (BM / WTM) * (BN / WTN)");
+#endif
+constexpr int TM = WTM / 16, TN = WTN / 8;           // 16 x 8 mma tiles per warp
+constexpr int AS_LD = BK + 4;                        // As[m][k]: rows 4 banks apart (mod 32)
+constexpr int BS_LD = BN + 8;                        // Bs[k][n]: rows 8 banks apart (mod 32)
+constexpr int A_STAGE = BM * AS_LD, B_STAGE = BK * BS_LD;  // floats per ring slot
+
+static_assert(BM % WTM == 0 && BN % WTN == 0, "the block tile must be a whole number of warp tiles");
+static_assert(WTM % 16 == 0 && WTN % 8 == 0, "warp tiles are made of 16 x 8 mma tiles");
+static_assert(BK % 8 == 0, "BK must be a multiple of the mma's k = 8");
+static_assert(AS_LD % 32 == 4 || AS_LD % 32 == 20 || AS_LD % 32 == 12 || AS_LD % 32 == 28,
+              "A's pitch must put the 8 rows of a fragment load in 8 different groups of 4 banks");
+static_assert(BS_LD % 32 == 8 || BS_LD % 32 == 24, "B's pitch must put the 4 rows of a fragment load 8 banks apart");
+static_assert((BM * BK) % (4 * NTHREADS) == 0 && (BK * BN) % (4 * NTHREADS) == 0,
+              "the A and B tiles must be whole float4 per thread");
+static_assert(NTHREADS % (BK / 4) == 0 && NTHREADS % (BN / 4) == 0, "a thread keeps its copy column");
+static_assert(STAGES >= 2, "the ring needs at least two slots");
+
+// cp.async (as in stage 14): 16-byte global -> shared copies in the background, in commit groups.
+__device__ __forceinline__ void cp_async_16(float* dst, const float* src) {
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+__device__ __forceinline__ unsigned to_tf32(float x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+
+// d += a * b for one 16 x 8 x 8 tile (TF32 inputs, FP32 accumulators).
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+extern "C" __global__ void __launch_bounds__(NTHREADS, MINBLOCKS)
+sgemm_mma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
+               const float* __restrict__ B, float beta, float* __restrict__ C) {
+    extern __shared__ __align__(128) float smem[];  // STAGES slots of As, then STAGES slots of Bs
+    float* As = smem;
+    float* Bs = smem + STAGES * A_STAGE;
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, t = lane % 4;  // the fragment coordinates of this lane (see above)
+    const int warpRow = warp / (BN / WTN), warpCol = warp % (BN / WTN);
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    const int numTiles = K / BK;
+
+    // Copy maps of stage 14: float4 number tid + j * THREADS of each row-major tile; the thread's
+    // column is fixed, its rows step by A_STEP (B_STEP).
+    constexpr int A_STEP = NTHREADS / (BK / 4), B_STEP = NTHREADS / (BN / 4);
+    const float* aG = A + (size_t)(row0 + tid / (BK / 4)) * K + (tid % (BK / 4)) * 4;
+    const float* bG = B + (size_t)(tid / (BN / 4)) * N + col0 + (tid % (BN / 4)) * 4;
+    const int aS = (tid / (BK / 4)) * AS_LD + (tid % (BK / 4)) * 4;
+    const int bS = (tid / (BN / 4)) * BS_LD + (tid % (BN / 4)) * 4;
+    auto issue = [&](int kt, int s) {
+#pragma unroll
+        for (int j = 0; j < BM / A_STEP; ++j)
+            cp_async_16(&As[s * A_STAGE + aS + j * A_STEP * AS_LD], aG + (size_t)j * A_STEP * K + kt * BK);
+#pragma unroll
+        for (int j = 0; j < BK / B_STEP; ++j)
+            cp_async_16(&Bs[s * B_STAGE + bS + j * B_STEP * BS_LD], bG + ((size_t)kt * BK + j * B_STEP) * N);
+    };
+
+    float acc[TM][TN][4] = {};
+    // This lane's first fragment element inside a slot: A[warp's row + g][t], B[t][warp's column + g].
+    const int aFrag = (warpRow * WTM + g) * AS_LD + t;
+    const int bFrag = t * BS_LD + warpCol * WTN + g;
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {  // prologue: tiles 0 .. STAGES-2 in flight, one group each
+        if (s < numTiles)
+            issue(s, s);
+        cp_async_commit();
+    }
+    for (int kt = 0; kt < numTiles; ++kt) {
+        cp_async_wait<STAGES - 2>();  // tile kt has landed (this thread's copies) ...
+        __syncthreads();              // ... everyone's; and nobody still reads tile kt-1's slot
+        const int next = kt + STAGES - 1;
+        if (next < numTiles)
+            issue(next, next % STAGES);
+        cp_async_commit();
+        const float* as = &As[(kt % STAGES) * A_STAGE + aFrag];
+        const float* bs = &Bs[(kt % STAGES) * B_STAGE + bFrag];
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += 8) {
+            unsigned b[TN][2];
+#pragma unroll
+            for (int j = 0; j < TN; ++j) {
+                b[j][0] = to_tf32(bs[kk * BS_LD + j * 8]);
+                b[j][1] = to_tf32(bs[(kk + 4) * BS_LD + j * 8]);
+            }
+#pragma unroll
+            for (int i = 0; i < TM; ++i) {
+                const float* ai = as + i * 16 * AS_LD + kk;
+                const unsigned a[4] = {to_tf32(ai[0]), to_tf32(ai[8 * AS_LD]), to_tf32(ai[4]), to_tf32(ai[8 * AS_LD + 4])};
+#pragma unroll
+                for (int j = 0; j < TN; ++j)
+                    mma_tf32(acc[i][j], a, b[j]);
+            }
+        }
+    }
+    cp_async_wait<0>();  // no copy may still target shared memory when the block exits
+
+    // Epilogue: acc[i][j] holds C rows r and r + 8 (r = warp's row + 16 i + g), columns c, c + 1
+    // (c = warp's column + 8 j + 2 t): two float2 per tile. C is read only when beta != 0.
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = row0 + warpRow * WTM + i * 16 + g + 8 * h;
+                const int c = col0 + warpCol * WTN + j * 8 + 2 * t;
+                float2* p = reinterpret_cast<float2*>(C + (size_t)r * N + c);
+                float2 v = make_float2(alpha * acc[i][j][2 * h], alpha * acc[i][j][2 * h + 1]);
+                if (beta != 0.0f) {
+                    const float2 old = *p;
+                    v.x += beta * old.x;
+                    v.y += beta * old.y;
+                }
+                *p = v;
+            }
+}
