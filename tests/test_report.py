@@ -10,7 +10,7 @@ from conftest import ROOT
 from sgemm_lab import entry, io, report
 
 FIX = ROOT / "tests" / "fixtures" / "h100"
-FIGS = ["tflops_vs_size", "ladder", "roofline", "stalls", "memory"]
+FIGS = ["tflops_vs_size", "ladder", "accuracy", "roofline", "stalls", "memory"]
 
 
 @pytest.fixture
@@ -129,7 +129,8 @@ def test_cpu_steps_from_snakemake_objects(lab, tables, tmp_path, raw_config):
     assert agg.source_sha256.notna().all() and (agg.gpu == tables["env"]["gpu"]["name"]).all()
     figs = {n: out / "figures" / f"{n}.png" for n in FIGS}
     entry.main("plot", SimpleNamespace(
-        input=SimpleNamespace(bench=out / "bench.csv", ncu=out / "ncu_metrics.csv", ceilings=FIX / "ceilings.json"),
+        input=SimpleNamespace(bench=out / "bench.csv", ncu=out / "ncu_metrics.csv", ceilings=FIX / "ceilings.json",
+                              check=out / "check.csv"),
         output=SimpleNamespace(size=figs["tflops_vs_size"], **{k: v for k, v in figs.items() if k != "tflops_vs_size"}),
         config=raw_config, wildcards=SimpleNamespace(), log=[str(tmp_path / "plot.txt")]))
     for f in figs.values():
@@ -142,6 +143,7 @@ def test_cpu_steps_from_snakemake_objects(lab, tables, tmp_path, raw_config):
     text = (out / "report.md").read_text()
     assert "![TFLOP/s vs size](figures/tflops_vs_size.png)" in text and "Wall time" not in text
     assert "![roofline](figures/roofline.png)" in text
+    assert "![accuracy against speed](figures/accuracy.png)" in text
     assert not list(out.rglob(".*.tmp"))  # atomic writes leave no temporaries
 
 
@@ -296,3 +298,16 @@ def test_cublas_tf32_is_a_timed_baseline_only_when_configured(raw_config):
     assert set(cfg.suite) <= set(cfg.bench_shapes("cublas_tf32"))
     assert precision_of(None, "cublas_tf32") == "tf32" and precision_of(None, "cublas") == "fp32"
     assert tolerance_for("tf32", 4096, cfg.check) > 10 * tolerance_for("fp32", 4096, cfg.check)
+
+
+def test_accuracy_points_pair_the_worst_error_with_the_speed(tables):
+    from sgemm_lab.plots import accuracy_points
+
+    bench, checks = tables["bench"], tables["checks"]
+    pts = accuracy_points(bench, checks, order=["06_vectorized", "cublas", "no_such"], shape=(4096, 4096, 4096),
+                          precision={"06_vectorized": "tf32"}).set_index("kernel")
+    assert list(pts.index) == ["06_vectorized", "cublas"]  # in ladder order; unknown ones left out
+    ran = checks[(checks.kernel == "cublas") & (checks.status != "skipped") & (checks["mode"] != "alpha0")]
+    at = bench[(bench.kernel == "cublas") & (bench.m == 4096) & (bench.n == 4096) & (bench.k == 4096)]
+    assert pts.loc["cublas", "rel_err"] == ran.rel_err.max() and pts.loc["cublas", "tflops"] == at.tflops.iloc[0]
+    assert pts.loc["06_vectorized", "precision"] == "tf32" and pts.loc["cublas", "precision"] == "fp32"

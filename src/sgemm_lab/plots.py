@@ -119,6 +119,42 @@ def ladder_bars(bench: pd.DataFrame, out: Path, *, order: list[str], shape) -> N
     _save(fig, out)
 
 
+def accuracy_points(bench: pd.DataFrame, checks: pd.DataFrame, *, order: list[str], shape,
+                    precision: dict[str, str]) -> pd.DataFrame:
+    """One row per implementation with a verified timing at ``shape`` and check runs: its TFLOP/s there,
+    its worst relative error over the runs that multiply (alpha = 0 runs check beta * C only), its class."""
+    ok = _at_shape(bench[bench.status == "ok"], shape) if "status" in bench else bench.iloc[0:0]
+    ran = checks[checks.status != "skipped"] if len(checks) and "status" in checks else checks.iloc[0:0]
+    if len(ran) and "mode" in ran:
+        ran = ran[ran["mode"] != "alpha0"]
+    err = ran.groupby("kernel").rel_err.max() if len(ran) else pd.Series(dtype=float)
+    rows = [dict(kernel=k, tflops=float(ok[ok.kernel == k].tflops.iloc[0]), rel_err=float(err[k]),
+                 precision=precision.get(k, "fp32"))
+            for k in order if k in set(ok.kernel) and k in err.index and err[k] > 0]
+    return pd.DataFrame(rows, columns=["kernel", "tflops", "rel_err", "precision"])
+
+
+def accuracy_speed(bench: pd.DataFrame, checks: pd.DataFrame, out: Path, *, order: list[str], shape,
+                   precision: dict[str, str]) -> None:
+    """Worst relative error over the check runs (x, log) against TFLOP/s at ``shape`` (y), one point
+    per implementation that has both, coloured by precision class."""
+    data = accuracy_points(bench, checks, order=order, shape=shape, precision=precision)
+    if data.empty:
+        placeholder(out, f"no implementation has both check runs and a timing at {shape}")
+        return
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, ax = plt.subplots(figsize=(8, 5))
+    sns.scatterplot(data=data, x="rel_err", y="tflops", hue="precision", style="precision", s=80, ax=ax)
+    for r in data.itertuples():
+        ax.annotate(r.kernel, (r.rel_err, r.tflops), textcoords="offset points", xytext=(4, 3), fontsize=7)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("worst relative error over the check runs (vs float64)")
+    ax.set_ylabel(f"TFLOP/s at {shape[0]}x{shape[1]}x{shape[2]} (median)")
+    ax.set_title("Accuracy against speed")
+    _save(fig, out)
+
+
 def _metric_table(ncu: pd.DataFrame, shape) -> pd.DataFrame:
     ok = _at_shape(ncu[ncu.status == "ok"], shape) if len(ncu) else ncu
     if ok.empty:

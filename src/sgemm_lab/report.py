@@ -486,6 +486,8 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
                 "C read, with beta = 0 on a NaN-filled C, and with alpha = 0). The precision class sets the "
                 "tolerance (see Method); the last column is the worst run's error as a fraction of its "
                 "tolerance.", "", acc, ""]
+        if fig.get("accuracy"):
+            out += [f"![accuracy against speed]({fig['accuracy']})", ""]
     sass = sass_table(cfg, builds)
     if sass:
         out += ["## What the kernels compiled to (SASS)", "",

@@ -601,7 +601,7 @@ def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_c
 
 
 def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path | None, outs,
-         sweeps: list[Path] = (), heatmaps: list[Path] = ()) -> StepStatus | None:
+         sweeps: list[Path] = (), heatmaps: list[Path] = (), check_csv: Path | None = None) -> StepStatus | None:
     """Every figure of the report; a figure that cannot be drawn becomes a picture saying why (and the
     step's status says which), so that one bad table never costs the others."""
     import pandas as pd
@@ -621,6 +621,12 @@ def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path 
         outs.stalls: lambda out: plots.stall_bars(ncu, out, order=order, shape=shape),
         outs.memory: lambda out: plots.memory_occupancy(ncu, out, order=order, shape=shape),
     }
+    if check_csv is not None and hasattr(outs, "accuracy"):
+        from .config import BASELINE_PRECISION
+
+        precision = BASELINE_PRECISION | {k.id: k.precision for k in cfg.kernels}
+        figures[outs.accuracy] = lambda out: plots.accuracy_speed(bench_df, pd.read_csv(check_csv), out, order=order,
+                                                                  shape=shape, precision=precision)
     for csv, png in zip(sweeps, heatmaps):  # the same order: the workflow lists both by swept stage
         spec = cfg.kernel(Path(csv).stem)
         figures[png] = lambda out, csv=csv, spec=spec: plots.sweep_heatmap(

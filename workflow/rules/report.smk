@@ -25,11 +25,12 @@ rule aggregate:
 
 
 rule plot:
-    """Figures: TFLOP/s vs size, the ladder at the headline shape, roofline, warp stalls, bank conflicts
+    """Figures: TFLOP/s vs size, the ladder at the headline shape, accuracy against speed, roofline, warp stalls, bank conflicts
     and occupancy (the last three from Nsight Compute), and a heatmap of every tile sweep; one job, so
     that matplotlib starts once."""
     input:
         bench=f"{REPORTS}/bench.csv",
+        check=f"{REPORTS}/check.csv",
         ncu=f"{REPORTS}/ncu_metrics.csv",
         ceilings=ceilings_input(),
         sweeps=all_sweeps(),
@@ -37,6 +38,7 @@ rule plot:
         size=report(f"{REPORTS}/figures/tflops_vs_size.png", caption="../report/tflops_vs_size.rst",
                     category="Ladder"),
         ladder=report(f"{REPORTS}/figures/ladder.png", caption="../report/ladder.rst", category="Ladder"),
+        accuracy=report(f"{REPORTS}/figures/accuracy.png", caption="../report/accuracy.rst", category="Ladder"),
         roofline=report(f"{REPORTS}/figures/roofline.png", caption="../report/roofline.rst", category="Profile"),
         stalls=report(f"{REPORTS}/figures/stalls.png", caption="../report/stalls.rst", category="Profile"),
         memory=report(f"{REPORTS}/figures/memory.png", caption="../report/memory.rst", category="Profile"),
