@@ -24,10 +24,12 @@ include: "workflow/rules/epilogue.smk"
 include: "workflow/rules/ceilings.smk"
 include: "workflow/rules/failures.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/compare.smk"
 
 
 localrules:
     all,
+    compare,
 
 
 rule all:

@@ -101,3 +101,17 @@ def test_supervised_steps_run_through_snakemake_scripts(checkout):
     bench = pd.read_csv(checkout / targets[0])
     assert list(bench.status) == ["ok", "skipped", "ok"] and bench.verified.iloc[0]
     assert '"status": "pass"' in (checkout / targets[1]).read_text()
+
+
+def test_compare_target_runs_from_committed_runs_and_needs_two(checkout):
+    for run in ("probes/11_general-a6e82da", "probes/14_split_tree-e7e2deb"):
+        (checkout / "reports" / run).mkdir(parents=True)
+        shutil.copy(ROOT / "reports" / run / "bench.csv", checkout / "reports" / run / "bench.csv")
+    runs = '{"runs": ["probes/11_general-a6e82da", "probes/14_split_tree-e7e2deb"]}'
+    proc = _snakemake(["--cores", "1", "compare", "--config", f"compare={runs}"], checkout)
+    assert proc.returncode == 0, proc.stderr
+    out = checkout / "reports" / "compare" / "probes_11_general-a6e82da-vs-probes_14_split_tree-e7e2deb"
+    assert "## Comparing runs" in (out / "compare.md").read_text() and (out / "compare.csv").stat().st_size > 0
+    assert not (checkout / "results" / "local" / "environment.json").exists()  # no GPU step ran
+    proc = _snakemake(["--cores", "1", "compare"], checkout)
+    assert proc.returncode != 0 and "compare: set at least two runs" in proc.stdout + proc.stderr

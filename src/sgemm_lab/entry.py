@@ -71,6 +71,7 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], StepStatus | None]:
                                                             raw_config=dict(smk.config)),
         "epilogue": lambda c: s.epilogue(c, impl, env_json=Path(i.env), out=Path(o[0])),
         "ceilings": lambda c: s.ceilings(c, out=Path(o[0])),
+        "compare": lambda c: _compare(c, smk),
         "failure_tests": lambda c: s.failure_tests(c, env_json=Path(i.env), out=Path(o[0])),
         "aggregate": lambda c: s.aggregate(c, bench_csvs=list(i.bench), check_jsons=list(i.check),
                                            build_jsons=list(i.build), profile_csvs=list(getattr(i, "profiles", [])),
@@ -95,6 +96,13 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], StepStatus | None]:
                                      dispatch_csv=_optional(getattr(i, "dispatch", None))),
     }
     return table[step]
+
+
+def _compare(cfg: LabConfig, smk) -> None:
+    from . import compare
+
+    compare.run(runs=list(smk.params.runs), benches=[Path(p) for p in smk.input.bench], out_md=Path(smk.output.md),
+                out_csv=Path(smk.output.csv), out_png=Path(smk.output.png), order=list(cfg.implementations))
 
 
 # ------------------------------------------------------------------ outputs of a step that failed

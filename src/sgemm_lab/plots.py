@@ -155,6 +155,34 @@ def accuracy_speed(bench: pd.DataFrame, checks: pd.DataFrame, out: Path, *, orde
     _save(fig, out)
 
 
+def compare_runs(df: pd.DataFrame, out: Path, *, order: list[str]) -> None:
+    """Speed-up of each later run over the first, with its 95% interval, per implementation at the
+    largest shape they share (one panel per later run)."""
+    if df.empty:
+        placeholder(out, "no implementation timed and verified at the same shape in both runs")
+        return
+    runs = list(dict.fromkeys(df.run_b))
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, axes = plt.subplots(1, len(runs), figsize=(9 * len(runs), 5.5), squeeze=False)
+    for ax, run in zip(axes[0], runs):
+        part = df[df.run_b == run]
+        big = part.assign(f=part.m * part.n * part.k).sort_values("f").iloc[-1]
+        at = part[(part.m == big.m) & (part.n == big.n) & (part.k == big.k)]
+        kernels = [k for k in order if k in set(at.kernel)]
+        at = at.set_index("kernel").loc[kernels].reset_index()
+        y = range(len(at))
+        colors = {"faster": "#2a9d8f", "slower": "#e76f51", "within noise": "#8d99ae"}
+        ax.errorbar(at.speedup, y, xerr=[at.speedup - at.ci_low, at.ci_high - at.speedup], fmt="none",
+                    ecolor="black", capsize=3)
+        ax.scatter(at.speedup, y, c=[colors[v] for v in at.verdict], zorder=3)
+        ax.axvline(1.0, color="black", linestyle="--", linewidth=1)
+        ax.set_yticks(list(y), at.kernel)
+        ax.invert_yaxis()
+        ax.set_xlabel(f"speed-up of {run} over {at.run_a.iloc[0]} (median time ratio, 95% interval)")
+        ax.set_title(f"{int(big.m)}x{int(big.n)}x{int(big.k)}: {at.gpu_b.iloc[0]} vs {at.gpu_a.iloc[0]}", fontsize=10)
+    _save(fig, out)
+
+
 def _metric_table(ncu: pd.DataFrame, shape) -> pd.DataFrame:
     ok = _at_shape(ncu[ncu.status == "ok"], shape) if len(ncu) else ncu
     if ok.empty:

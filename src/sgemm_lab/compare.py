@@ -1,0 +1,120 @@
+"""Comparing runs: is one run's kernel really faster than another's (two GPUs, two commits, before and
+after a change)?
+
+For every implementation and shape that two runs both timed and verified (``reports/<run>/bench.csv``),
+the speed-up of run B over run A is the ratio of median times, with a 95% interval from each run's own
+repetitions: a median's standard error is taken as 1.2533 * sigma / sqrt(reps), sigma estimated from
+the interquartile range (IQR / 1.349), and the two medians' relative errors are combined on the log
+scale. A difference whose interval contains 1 is "within noise".
+
+That interval covers the repetition noise inside each run, not drift between runs (clock, temperature,
+another host of the same model). cuBLAS timed at the same shape in both runs shows that drift: its own
+ratio should be 1 on the same GPU and library, and ``vs_cublas`` divides it out (the kernel's speed-up
+relative to the library's between the two runs), with an interval that adds cuBLAS's repetition noise
+and a verdict of its own (``verdict_vs_cublas``). Between two runs of the same code on the same GPU
+model, cuBLAS itself moves by up to about 1%: a raw "faster" or "slower" of that size says more about
+the runs than about the kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+Z95 = 1.959964
+KEYS = ["kernel", "m", "n", "k"]
+COLUMNS = ["kernel", "m", "n", "k", "run_a", "run_b", "gpu_a", "gpu_b", "median_ms_a", "median_ms_b", "reps_a",
+           "reps_b", "speedup", "ci_low", "ci_high", "verdict", "cublas_speedup", "vs_cublas", "vs_cublas_low",
+           "vs_cublas_high", "verdict_vs_cublas"]
+
+
+def _rel_se(median, iqr, reps):
+    """Relative standard error of a median from the IQR of its repetitions (normal approximation)."""
+    return 1.2533 * (iqr / 1.349) / (reps ** 0.5) / median
+
+
+def pairwise(a: pd.DataFrame, b: pd.DataFrame, *, run_a: str, run_b: str) -> pd.DataFrame:
+    """One row per implementation and shape timed and verified in both runs (``COLUMNS``)."""
+    def usable(df):
+        ok = df[(df["status"] == "ok") & df["verified"].astype(bool)] if len(df) else df
+        return ok[KEYS + ["median_ms", "iqr_ms", "reps", "gpu"]]
+
+    m = usable(a).merge(usable(b), on=KEYS, suffixes=("_a", "_b"))
+    if m.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    m["run_a"], m["run_b"] = run_a, run_b
+    m["speedup"] = m.median_ms_a / m.median_ms_b
+    se = (_rel_se(m.median_ms_a, m.iqr_ms_a, m.reps_a) ** 2 + _rel_se(m.median_ms_b, m.iqr_ms_b, m.reps_b) ** 2) ** 0.5
+    m["ci_low"] = m.speedup * (-Z95 * se).map(math.exp)
+    m["ci_high"] = m.speedup * (Z95 * se).map(math.exp)
+    m["verdict"] = _verdicts(m.ci_low, m.ci_high)
+    m["_se"] = se
+    lib = m[m.kernel == "cublas"][["m", "n", "k", "speedup", "_se"]].rename(
+        columns={"speedup": "cublas_speedup", "_se": "_se_lib"})
+    m = m.merge(lib, on=["m", "n", "k"], how="left")
+    m["vs_cublas"] = m.speedup / m.cublas_speedup
+    se_norm = (m._se ** 2 + m._se_lib ** 2) ** 0.5
+    m["vs_cublas_low"] = m.vs_cublas * (-Z95 * se_norm).map(math.exp)
+    m["vs_cublas_high"] = m.vs_cublas * (Z95 * se_norm).map(math.exp)
+    m["verdict_vs_cublas"] = _verdicts(m.vs_cublas_low, m.vs_cublas_high)
+    lib_rows = m.kernel == "cublas"  # cuBLAS against itself: nothing to say
+    m.loc[lib_rows, ["vs_cublas", "vs_cublas_low", "vs_cublas_high"]] = float("nan")
+    m.loc[lib_rows, "verdict_vs_cublas"] = ""
+    return m[COLUMNS]
+
+
+def _verdicts(low, high) -> list[str]:
+    return ["" if lo != lo else ("faster" if lo > 1 else ("slower" if hi < 1 else "within noise"))
+            for lo, hi in zip(low, high)]
+
+
+def _label(m, n, k) -> str:
+    return f"{m}³" if m == n == k else f"{m}×{n}×{k}"
+
+
+def markdown(df: pd.DataFrame, *, order: list[str], shape=None) -> str:
+    """The comparison as a report section: a summary line, then per implementation its speed-up at
+    ``shape`` (default: the largest shape all compared implementations share)."""
+    if df.empty:
+        return "## Comparing runs\n\nNo implementation was timed and verified at the same shape in both runs.\n"
+    run_a, run_b = df.run_a.iloc[0], df.run_b.iloc[0]
+    counts = df.verdict.value_counts()
+    out = ["## Comparing runs", "",
+           f"Run **{run_b}** ({df.gpu_b.iloc[0]}) against run **{run_a}** ({df.gpu_a.iloc[0]}): "
+           f"{len(df)} implementation × shape pairs timed and verified in both; "
+           + ", ".join(f"{counts.get(v, 0)} {v}" for v in ("faster", "slower", "within noise"))
+           + " (by repetition noise alone). Speed-up = median time in A / median time in B (above 1: B is "
+           "faster), with a 95% interval from each run's repetitions. That interval does not cover drift "
+           "between runs (clock, temperature, host): cuBLAS's own row shows it, and `vs cuBLAS` divides it "
+           "out, with an interval that adds cuBLAS's noise.", ""]
+    if shape is None:
+        sizes = df.assign(f=df.m * df.n * df.k).sort_values("f")
+        shape = tuple(int(x) for x in sizes.iloc[-1][["m", "n", "k"]])
+    at = df[(df.m == shape[0]) & (df.n == shape[1]) & (df.k == shape[2])]
+    rank = {k: i for i, k in enumerate(order)}
+    at = at.assign(_r=at.kernel.map(lambda k: rank.get(k, len(rank)))).sort_values("_r")
+    rows = ["| implementation | A ms | B ms | speed-up | 95% interval | verdict | vs cuBLAS | 95% interval | verdict |",
+            "| :--- | ---: | ---: | ---: | ---: | :--- | ---: | ---: | :--- |"]
+    for r in at.itertuples():
+        vs = ("| | |" if r.vs_cublas != r.vs_cublas else
+              f"{r.vs_cublas:.3f} | {r.vs_cublas_low:.3f}–{r.vs_cublas_high:.3f} | {r.verdict_vs_cublas} |")
+        rows.append(f"| `{r.kernel}` | {r.median_ms_a:.3f} | {r.median_ms_b:.3f} | **{r.speedup:.3f}×** | "
+                    f"{r.ci_low:.3f}–{r.ci_high:.3f} | {r.verdict} | {vs}")
+    out += [f"At {_label(*shape)}:", "", *rows, ""]
+    return "\n".join(out) + "\n"
+
+
+def run(*, runs: list[str], benches: list[Path], out_md: Path, out_csv: Path, out_png: Path,
+        order: list[str]) -> None:
+    """Compare the first run with each later one: one tidy CSV, one markdown page, one figure."""
+    from . import io, plots
+
+    frames = [pd.read_csv(p) for p in benches]
+    parts = [pairwise(frames[0], f, run_a=runs[0], run_b=r) for r, f in zip(runs[1:], frames[1:])]
+    df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+    io.write_csv(out_csv, df, columns=COLUMNS)
+    text = "\n".join(markdown(df[df.run_b == r], order=order) for r in runs[1:])
+    io.write_text(out_md, f"# {runs[0]} against {', '.join(runs[1:])}\n\n{text}\n![speed-ups]({out_png.name})\n")
+    plots.compare_runs(df, out_png, order=order)

@@ -1,0 +1,58 @@
+import math
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+from conftest import ROOT
+
+from sgemm_lab import compare, entry
+
+
+def _bench(rows):
+    base = dict(status="ok", verified=True, gpu="GPU X")
+    return pd.DataFrame([dict(base, **r) for r in rows])
+
+
+def test_pairwise_speedup_interval_and_verdicts():
+    a = _bench([dict(kernel="k1", m=64, n=64, k=64, median_ms=2.0, iqr_ms=0.02, reps=100),
+                dict(kernel="k2", m=64, n=64, k=64, median_ms=1.0, iqr_ms=0.20, reps=25),
+                dict(kernel="cublas", m=64, n=64, k=64, median_ms=1.0, iqr_ms=0.01, reps=100),
+                dict(kernel="k3", m=64, n=64, k=64, median_ms=1.0, iqr_ms=0.01, reps=100, verified=False)])
+    b = _bench([dict(kernel="k1", m=64, n=64, k=64, median_ms=1.0, iqr_ms=0.01, reps=100, gpu="GPU Y"),
+                dict(kernel="k2", m=64, n=64, k=64, median_ms=1.01, iqr_ms=0.20, reps=25, gpu="GPU Y"),
+                dict(kernel="cublas", m=64, n=64, k=64, median_ms=0.5, iqr_ms=0.005, reps=100, gpu="GPU Y"),
+                dict(kernel="k3", m=64, n=64, k=64, median_ms=0.5, iqr_ms=0.01, reps=100, gpu="GPU Y"),
+                dict(kernel="k1", m=128, n=64, k=64, median_ms=1.0, iqr_ms=0.01, reps=100, gpu="GPU Y")])
+    df = compare.pairwise(a, b, run_a="A", run_b="B").set_index("kernel")
+    assert set(df.index) == {"k1", "k2", "cublas"}  # unverified and one-sided points are left out
+    k1 = df.loc["k1"]
+    rel = 1.2533 * (0.02 / 1.349) / 10 / 2.0  # = relative SE of both medians here
+    se = math.sqrt(2) * rel
+    assert k1.speedup == pytest.approx(2.0)
+    assert (k1.ci_low, k1.ci_high) == pytest.approx((2.0 * math.exp(-1.959964 * se), 2.0 * math.exp(1.959964 * se)))
+    assert k1.verdict == "faster" and k1.gpu_a == "GPU X" and k1.gpu_b == "GPU Y"
+    assert df.loc["k2", "verdict"] == "within noise"  # 1% slower, but noisy
+    # cuBLAS doubled too: relative to the library, k1 did not change and k2 lost half
+    assert df.loc["k1", "vs_cublas"] == pytest.approx(1.0) and df.loc["k1", "verdict_vs_cublas"] == "within noise"
+    assert df.loc["k2", "vs_cublas"] == pytest.approx(1 / 1.01 / 2) and df.loc["k2", "verdict_vs_cublas"] == "slower"
+    assert math.isnan(df.loc["cublas", "vs_cublas"]) and df.loc["cublas", "verdict_vs_cublas"] == ""
+
+
+def test_compare_step_on_two_committed_runs(tmp_path, raw_config):
+    runs = ["probes/11_general-a6e82da", "probes/14_split_tree-e7e2deb"]
+    out = {k: tmp_path / f"compare.{k}" for k in ("md", "csv", "png")}
+    smk = SimpleNamespace(input=SimpleNamespace(bench=[str(ROOT / "reports" / r / "bench.csv") for r in runs]),
+                          output=SimpleNamespace(**{k: str(v) for k, v in out.items()}), config=raw_config,
+                          wildcards=SimpleNamespace(), log=[str(tmp_path / "compare.log")],
+                          params=SimpleNamespace(runs=runs))
+    entry.main("compare", smk)
+    df = pd.read_csv(out["csv"])
+    a = pd.read_csv(ROOT / "reports" / runs[0] / "bench.csv")
+    b = pd.read_csv(ROOT / "reports" / runs[1] / "bench.csv")
+    row = df[(df.kernel == "11_general") & (df.m == 4096) & (df.k == 4096)].iloc[0]
+    ma = a[(a.kernel == "11_general") & (a.m == 4096) & (a.k == 4096)].median_ms.iloc[0]
+    mb = b[(b.kernel == "11_general") & (b.m == 4096) & (b.k == 4096)].median_ms.iloc[0]
+    assert row.speedup == pytest.approx(ma / mb) and row.run_b == runs[1]
+    text = out["md"].read_text()
+    assert f"| `11_general` | {ma:.3f} | {mb:.3f} | **{ma / mb:.3f}×** |" in text
+    assert out["png"].read_bytes()[:4] == b"\x89PNG"
