@@ -74,10 +74,19 @@ def gpu_slots(wildcards):
     return 0 if spec.backend == "host" and not spec.autotuned else 1
 
 
+def all_cores(wildcards=None):
+    """Every core Snakemake may use (--cores); 1 where it has no total, as under a cluster executor with
+    --jobs, where each job's own allocation (cpus_per_task) decides."""
+    try:
+        return workflow.cores
+    except WorkflowError:
+        return 1
+
+
 def host_timing_threads(wildcards):
     """A CPU stage or the NumPy baseline is timed with every core to itself (no job runs beside it);
     GPU jobs need one core each (the GPU lock arbitrates the GPU, see sgemm_lab.gpulock)."""
-    return workflow.cores if gpu_slots(wildcards) == 0 else 1
+    return all_cores() if gpu_slots(wildcards) == 0 else 1
 
 
 def swept_ids():

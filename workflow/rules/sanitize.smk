@@ -12,7 +12,7 @@ if all_sanitize():
             status=f"{RESULTS}/status/sanitize.json",
         log:
             f"{RESULTS}/logs/sanitize.log",
-        threads: workflow.cores  # its tool processes use every core of the machine (nothing is timed meanwhile)
+        threads: all_cores  # its tool processes use every core it has (nothing is timed meanwhile)
         params:
             builds=sanitize_builds(),
             log_dir=f"{RESULTS}/sanitize/logs",
