@@ -1,0 +1,96 @@
+"""The build step: compile a stage for the machine at hand and record its resources (the
+autotuned stage picks its configuration first; a dispatch stage is built by sgemm_lab.dispatch_steps).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from .. import io
+from ..config import LabConfig
+from ..errors import CompileError
+from ..gpulock import gpu_lock
+from .common import log
+
+
+def _epilogue_variants(cfg: LabConfig, spec) -> list:
+    """The activation variants the epilogue step of a fused stage compiles, other than ``spec`` itself."""
+    if spec.signature != "fused":
+        return []
+    from ..epilogue import variant
+
+    out = []
+    for act in cfg.epilogue.acts:
+        v = variant(spec, act)
+        if v.params != spec.params and all(v.params != w.params for w in out):
+            out.append(v)
+    return out
+
+
+def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, record_out: Path,
+          sweeps: list[Path] = (), shape_sweep: Path | None = None) -> None:
+    """Compile one stage for the machine at hand; record its resources (and, if autotuned, its pick;
+    if a dispatch stage, its table: see sgemm_lab.dispatch_steps)."""
+    from dataclasses import asdict
+
+    from ..autotune import pick, resolve
+    from ..compile import source_hash
+
+    spec = cfg.kernel(kernel)
+    if spec.dispatched:
+        from ..dispatch_steps import build_dispatch
+
+        return build_dispatch(cfg, kernel, env_json=env_json, shape_sweep=shape_sweep, binary_out=binary_out,
+                              record_out=record_out)
+    extra = {}
+    if spec.autotuned:
+        import pandas as pd
+
+        frames = {Path(p).stem: pd.read_csv(p) for p in sweeps}
+        stage, params, row = pick(frames)
+        extra = dict(tuned_from=stage, params=params, tuned_tflops=float(row["tflops"]),
+                     tuned_on=f"{int(row['m'])}x{int(row['n'])}x{int(row['k'])}")
+        spec = resolve(cfg, spec, extra)
+        log.info("%s: fastest verified sweep point is %s %s (%.2f TFLOP/s at %s)", kernel, stage, params,
+                 row["tflops"], extra["tuned_on"])
+    if spec.backend == "host":
+        from .. import host
+
+        t0 = time.perf_counter()
+        binary, cmd, _ = host.compile_shared(spec, cfg.cpu.cflags)
+        rec = dict(kernel=kernel, entry=spec.entry, arch="host", options=cmd[1:-3], registers=None,
+                   shared_static_bytes=None, local_bytes=None, max_threads_per_block=None,
+                   compile_s=time.perf_counter() - t0)
+    else:
+        from .. import gpu
+
+        arch = io.read_json(env_json)["gpu"]["arch"]
+        t0 = time.perf_counter()
+        # A fused stage's activation variants compile alongside (in parallel, into the compile cache),
+        # so that its epilogue step, which needs them, does not wait for nvcc again.
+        extra_specs = _epilogue_variants(cfg, spec)
+        (binary, err), *_ = gpu.compile_many([spec, *extra_specs], arch, jobs=1 + len(extra_specs))
+        if err:  # nvcc only, no GPU, at low priority
+            raise err
+        dt = time.perf_counter() - t0
+        with gpu_lock(exclusive=False):  # loading the module does
+            launcher = gpu.KernelLauncher(spec, binary)
+            launcher.check_launchable(gpu.device_info())
+            rec = asdict(launcher.resources(arch, dt))
+        from ..sass import record as sass_record
+
+        rec.update(sass_record(binary, spec.entry))  # instruction counts (none without cuobjdump)
+        if rec["local_bytes"] > spec.max_local_bytes:
+            raise CompileError(f"kernel {kernel}: {rec['local_bytes']} B of local memory per thread "
+                               f"(spills or stack); config allows {spec.max_local_bytes}")
+        log.info("%s: %d registers, %d B static shared memory, %d B local memory per thread, compiled in %.2f s%s",
+                 kernel, rec["registers"], rec["shared_static_bytes"], rec["local_bytes"], dt,
+                 f" (with {len(extra_specs)} epilogue variants in parallel)" if extra_specs else "")
+    rec.update(status="ok", source=f"kernels/{spec.source}", source_sha256=source_hash(spec),
+               params=dict(spec.params), backend=spec.backend)
+    rec.update(extra)
+    rec.setdefault("tuned_from", None)
+    io.write_bytes(binary_out, binary)
+    io.write_json(record_out, rec)
+

@@ -1,0 +1,106 @@
+"""What every step shares: seeds, the concrete spec of an implementation, CUDA errors as one line,
+the verdict on a list of points, and the provenance columns of result rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .. import io
+from ..config import BASELINES, KernelSpec, LabConfig, Shape
+from ..errors import LabError
+from ..outcome import FAILED, NotRun, StepStatus, first_line
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+log = logging.getLogger("sgemm_lab")
+
+
+def point_seed(base: int, impl: str, shape: Shape, purpose: str) -> int:
+    """A reproducible per-(implementation, shape) seed derived from the run's base seed."""
+    ss = np.random.SeedSequence([base, zlib.crc32(impl.encode()), zlib.crc32(purpose.encode()), shape.m, shape.n, shape.k])
+    return int(ss.generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+def base_seed(cfg: LabConfig) -> int:
+    return cfg.seed if cfg.seed is not None else int(np.random.SeedSequence().entropy % (2**63))
+
+
+def load_spec(cfg: LabConfig, impl: str, record: Path | None) -> KernelSpec | None:
+    """The concrete spec of ``impl`` (None for a library baseline), autotuned stages resolved from their
+    build record, dispatch stages as their base. Raises NotRun when that record says the build failed."""
+    from .. import dispatch
+    from ..autotune import resolve
+
+    if impl in BASELINES:
+        return None
+    spec = cfg.kernel(impl)
+    rec = io.read_json(record) if record is not None else None
+    if rec is not None and rec.get("status", "ok") != "ok":
+        raise NotRun(f"build failed: {rec.get('message', '')}".rstrip(": "))
+    if spec.dispatched:
+        return dispatch.resolve(cfg, spec)
+    return resolve(cfg, spec, rec) if spec.autotuned else spec
+
+
+def _runner(cfg: LabConfig, impl: str, binary: Path | None, record: Path | None):
+    from ..runners import make_runner
+
+    return make_runner(cfg, impl, load_spec(cfg, impl, record), binary)
+
+
+class _Guard:
+    """Turns CUDA driver errors into one-line LabErrors naming what was running."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, ev, tb):
+        if et is not None and type(ev).__module__.startswith("pycuda"):
+            raise LabError(f"{self.what}: CUDA error: {str(ev).splitlines()[0]}") from ev
+        return False
+
+
+def point_problems(rows: list[dict], good: tuple[str, ...], what: str = "points") -> StepStatus | None:
+    """A failed status naming the first bad point, when any row's status is not in ``good``."""
+    bad = [r for r in rows if r.get("status") not in good]
+    if not bad:
+        return None
+    r = bad[0]
+    where = r["params"] if "params" in r else f"{r['m']}x{r['n']}x{r['k']}"
+    mode = f" ({r['mode']})" if r.get("mode") not in (None, "-") else ""
+    more = f" (+{len(bad) - 1} more of {len(rows)} {what})" if len(bad) > 1 else ""
+    label = "NOT VERIFIED" if r["status"] == "failed" else str(r["status"]).upper()
+    return StepStatus(status=FAILED, message=f"{label} at {where}{mode}: {first_line(r.get('reason', ''), 160)}{more}")
+
+
+def machine(env: dict) -> dict:
+    """The environment columns every result row carries."""
+    return dict(gpu=env.get("gpu", {}).get("name"), driver=env.get("driver_version"), git_commit=env.get("git_commit"))
+
+
+def add_provenance(df: pd.DataFrame, builds: list[dict], env: dict) -> pd.DataFrame:
+    """Every result row carries what produced it: source hash, compile flags, GPU, driver, commit."""
+    src = {b["kernel"]: (b.get("source_sha256"), " ".join(map(str, b.get("options") or []))) for b in builds}
+    lib = {"cublas": (f"cuBLAS {env.get('cublas')} ({env.get('cublas_math_mode')})", ""),
+           "cublas_tf32": (f"cuBLAS {env.get('cublas')} (TF32_TENSOR_OP_MATH)", ""),
+           "numpy": (f"numpy {env.get('packages', {}).get('numpy')}", "")}
+    out = df.copy()
+    if out.empty:
+        return out
+    out["source_sha256"] = [src.get(k, lib.get(k, (None, None)))[0] for k in out.kernel]
+    out["compile_options"] = [src.get(k, lib.get(k, (None, None)))[1] for k in out.kernel]
+    for col, value in machine(env).items():
+        out[col] = value
+    return out
+

@@ -1,0 +1,47 @@
+"""The fused-epilogue comparison step of a stage with signature fused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import io
+from ..config import LabConfig
+from ..gpulock import gpu_lock
+from ..outcome import FAILED, StepStatus, first_line
+from .common import _Guard, base_seed, machine, point_seed
+
+
+def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> StepStatus | None:
+    """Fused-epilogue comparison of one stage with cuBLASLt and cuBLAS + a separate kernel."""
+    from .. import epilogue as ep
+    from .. import gpu
+    from ..compile import compile_options, source_hash
+
+    spec = cfg.kernel(kernel)
+    base = base_seed(cfg)
+    env = io.read_json(env_json)
+    arch = env["gpu"]["arch"]
+    variants = {act: ep.variant(spec, act) for act in cfg.epilogue.acts}
+    cubins = {}
+    for act, (cubin, err) in zip(variants, gpu.compile_many(list(variants.values()), arch, jobs=len(variants))):
+        if err:
+            raise err
+        cubins[act] = cubin
+    with gpu_lock(exclusive=True), _Guard(f"epilogue {kernel}"):
+        rows = ep.run(cfg, spec, cubins=cubins,
+                      seed_for=lambda shape, padded: point_seed(base, f"{kernel}/{padded}", shape, "epilogue"))
+    digest = source_hash(spec)
+    libs = {"cublaslt": f"cuBLASLt {env.get('cublas')}", "cublas+bias_act": f"cuBLAS {env.get('cublas')} + bias/act kernel"}
+    for r in rows:
+        own = r["implementation"] == spec.id
+        r.update(source_sha256=digest if own else libs.get(r["implementation"]),
+                 compile_options=" ".join(compile_options(variants[r["act"]])) if own else "", **machine(env))
+    io.write_csv(out, rows)
+    bad = [r for r in rows if not r["verified"]]
+    if bad:
+        r = bad[0]
+        return StepStatus(status=FAILED, message=f"NOT VERIFIED: {r['implementation']} {r['act']} at "
+                                                 f"{r['m']}x{r['n']}x{r['k']}: {first_line(r.get('reason', ''), 160)}")
+    return None
+

@@ -1,0 +1,102 @@
+"""The check and bench steps: the points of one implementation, each verified (and timed) in a
+supervised child process (``point_worker``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import io
+from ..config import LabConfig, Shape, from_dict
+from ..gpulock import gpu_lock, lock_mode
+from ..logs import setup as setup_logging
+from ..outcome import StepStatus
+from .common import _runner, base_seed, load_spec, log, point_problems, point_seed
+
+
+def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | None, kind: str):
+    """Built in the isolated child process: verifies (``check``) or measures (``bench``) one shape."""
+    from ..runners import TimingSettings
+
+    cfg = from_dict(raw_config, trusted=True)
+    setup_logging(None)
+    runner = _runner(cfg, impl, Path(binary) if binary else None, Path(record) if record else None)
+    b = cfg.bench
+    timing = TimingSettings(warmup_ms=b.warmup_ms, target_ms=b.target_ms, min_reps=b.min_reps, max_reps=b.max_reps,
+                            l2_policy=b.l2_policy, rewarm_ms=b.rewarm_ms)
+
+    def work(point):
+        (m, n, k), seed = point
+        shape = Shape(m=m, n=n, k=k)
+        head = dict(kernel=impl, m=m, n=n, k=k)
+        reason = runner.skip_reason(shape)
+        if reason:
+            return [dict(head, mode="-", status="skipped", reason=reason, verified=False)]
+        if kind == "check":
+            return [dict(head, status="pass" if r["passed"] else "fail", **r) for r in runner.check(shape, seed)]
+        r = runner.bench(shape, seed, timing)
+        return [dict(head, status="ok" if r["verified"] else "failed", **r)]
+
+    return work
+
+
+def _isolated_points(cfg: LabConfig, impl: str, kind: str, shapes, seed_of, *, binary, record, raw_config) -> list[dict]:
+    """Run each shape in a supervised child process; a hang, crash or CUDA error becomes a row."""
+    from .. import isolate
+
+    points = [((s.m, s.n, s.k), seed_of(s)) for s in shapes]
+    rows = []
+    for o in isolate.run(points, factory="sgemm_lab.pipeline.points:point_worker",
+                         args=(raw_config, impl, str(binary) if binary else None, str(record) if record else None, kind),
+                         timeout_s=cfg.watchdog_s, log=log,
+                         gate=gpu_lock.for_mode(lock_mode(kind, cfg, impl))):
+        (m, n, k), _ = o.point
+        tag = f"[{kind} {impl}] {o.index + 1}/{len(points)} {m}x{n}x{k}"
+        if o.status != "ok":
+            rows.append(dict(kernel=impl, m=m, n=n, k=k, mode="-", status=o.status, reason=o.message, verified=False))
+            log.warning("%s: %s (%s)", tag, o.status.upper(), o.message)
+            continue
+        rows += o.rows
+        for r in o.rows:
+            if r["status"] == "skipped":
+                log.info("%s: skipped (%s)", tag, r["reason"])
+            elif kind == "check":
+                log.info("%s %s: %s (rel err %.2e, tol %.2e)", tag, r["mode"],
+                         "pass" if r["passed"] else "FAIL " + r["reason"], r["rel_err"], r["tolerance"])
+            else:
+                log.info("%s: %.3f TFLOP/s (median %.4f ms, IQR %.4f ms, %d reps, SM %s->%s MHz)%s", tag, r["tflops"],
+                         r["median_ms"], r["iqr_ms"], r["reps"], r["sm_clock_before_mhz"], r["sm_clock_after_mhz"],
+                         "" if r["verified"] else " NOT VERIFIED: " + r["reason"])
+    return rows
+
+
+def check(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path,
+          raw_config: dict | None = None) -> StepStatus | None:
+    """Verify ``impl`` at the check shapes against float64 (a supervised child process)."""
+    load_spec(cfg, impl, record)  # NotRun before any process starts if the build failed
+    base = base_seed(cfg)
+    rows = _isolated_points(cfg, impl, "check", cfg.check.shapes, lambda s: point_seed(base, impl, s, "check"),
+                            binary=binary, record=record, raw_config=raw_config)
+    ran = [r for r in rows if r["status"] != "skipped"]
+    status = "pass" if ran and all(r["status"] == "pass" for r in ran) else ("skipped" if not ran else "fail")
+    io.write_json(out, {"kernel": impl, "status": status, "base_seed": base, "points": rows})
+    return point_problems(rows, ("pass", "skipped"), "runs")
+
+
+BENCH_COLUMNS = ["kernel", "m", "n", "k", "status", "reason", "verified", "rel_err", "max_abs_err", "tolerance",
+                 "reference", "median_ms", "min_ms", "q1_ms", "q3_ms", "iqr_ms", "max_ms", "reps", "tflops",
+                 "l2_policy", "sm_clock_before_mhz", "sm_clock_after_mhz", "warmup_s", "warmup_launches",
+                 "alpha", "beta", "seed"]
+
+
+def bench(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path,
+          raw_config: dict | None = None) -> StepStatus | None:
+    """Verify and time ``impl`` at every bench shape and, for the stages in the suite, the suite shapes
+    (a supervised child process holding the GPU)."""
+    load_spec(cfg, impl, record)  # NotRun before any process starts if the build failed
+    base = base_seed(cfg)
+    rows = _isolated_points(cfg, impl, "bench", cfg.bench_shapes(impl), lambda s: point_seed(base, impl, s, "bench"),
+                            binary=binary, record=record, raw_config=raw_config)
+    io.write_csv(out, rows, columns=BENCH_COLUMNS)
+    return point_problems(rows, ("ok", "skipped"), "shapes")
+

@@ -1,0 +1,128 @@
+"""The tile sweep of a stage: filter, compile in parallel, then verify and time each point in a
+supervised child process (``sweep_worker``); ``time_points`` is the timing loop the shape sweep shares.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from .. import io
+from ..config import LabConfig, Shape, from_dict
+from ..gpulock import gpu_lock
+from ..logs import setup as setup_logging
+from ..outcome import StepStatus
+from .common import base_seed, load_spec, log, machine, point_problems, point_seed
+
+
+def sweep_worker(raw_config: dict, kernel: str, seed: int):
+    """Built in the isolated child: loads, verifies and times one sweep point compiled by the parent."""
+    import json
+
+    from .. import gpu
+    from ..dispatch import candidate_spec
+    from ..runners import GpuRunner, TimingSettings
+
+    cfg = from_dict(raw_config, trusted=True)
+    setup_logging(None)
+    spec = load_spec(cfg, kernel, None)
+    s = cfg.sweep
+    timing = TimingSettings(warmup_ms=s.warmup_ms, target_ms=s.target_ms, min_reps=s.min_reps, max_reps=s.max_reps,
+                            rewarm_ms=s.rewarm_ms)
+    dev = gpu.device_info()
+    runner = None
+
+    def work(point) -> list[dict]:
+        """``(params, cubin)`` timed at the sweep shape, or ``(params, cubin, (m, n, k))`` at that shape."""
+        nonlocal runner
+        params, cubin, *where = point
+        shape = Shape.of(where[0]) if where else s.shape
+        sp = candidate_spec(spec, params)  # a dispatch stage's candidate; any other stage with these parameters
+        launcher = gpu.KernelLauncher(sp, cubin)
+        f = launcher.func
+        head = dict(registers=f.num_regs, shared_static_bytes=f.shared_size_bytes, local_bytes=f.local_size_bytes,
+                    within_local_budget=f.local_size_bytes <= sp.max_local_bytes)
+        problem = launcher.launch_problem(dev)
+        if problem:
+            return [dict(head, status="filtered", reason=f"after compiling: {problem}")]
+        if runner is None:
+            runner = GpuRunner(cfg, kernel, sp, cubin)
+        runner.spec, runner.launch = sp, launcher
+        r = runner.bench(shape, point_seed(seed, json.dumps(params, sort_keys=True), shape, "sweep"), timing)
+        return [dict(head, status="ok" if r["verified"] else "failed", **r)]
+
+    return work
+
+
+def time_points(cfg: LabConfig, kernel: str, runnable: list[tuple[dict, tuple]], *, raw_config: dict | None,
+                label) -> list[dict]:
+    """Verify and time compiled points ``(head, (params, cubin[, (m, n, k)]))`` with the GPU to this
+    step, each in a supervised child process (``sweep_worker``): one row per point, ``head`` merged
+    into it, a hang or CUDA error being that point's row. ``label(head)`` names a point in the log."""
+    from .. import isolate
+
+    rows = []
+    for o in isolate.run([p for _, p in runnable], factory="sgemm_lab.pipeline.sweep:sweep_worker",
+                         args=(raw_config, kernel, base_seed(cfg)), timeout_s=cfg.watchdog_s, log=log,
+                         gate=gpu_lock(exclusive=True)):
+        head = runnable[o.index][0]
+        tag = f"{label(head)} ({o.index + 1}/{len(runnable)})"
+        if o.status != "ok":
+            rows.append(dict(head, status=o.status, reason=o.message))
+            log.warning("%s: %s (%s)", tag, o.status.upper(), o.message)
+            continue
+        r = o.rows[0]
+        rows.append(dict(head, **r))
+        if r["status"] in ("ok", "failed"):
+            log.info("%s: %.2f TFLOP/s, %d regs, %d B local%s", tag, r["tflops"], r["registers"], r["local_bytes"],
+                     "" if r["verified"] else " NOT VERIFIED")
+    return rows
+
+
+def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
+          raw_config: dict | None = None) -> StepStatus | None:
+    """Tile sweep of one stage on ``cfg.sweep.shape``: filter against the device limits recorded by the
+    environment step and compile in parallel (no GPU needed), then, with the GPU to itself, verify and
+    time each point in a supervised child process (a hang or CUDA error is that point's row)."""
+    import json
+
+    from .. import geometry, gpu
+    from ..autotune import sweep_points
+    from ..compile import compile_options, source_hash
+
+    spec = cfg.kernel(kernel)
+    env = io.read_json(env_json)
+    dev = gpu.DeviceInfo(**env["gpu"])
+    arch = dev.arch
+    shape = cfg.sweep.shape
+    points = sweep_points(spec)
+    provenance = dict(source_sha256=source_hash(spec), **machine(env))
+    rows, todo = [], []
+    for params in points:
+        sp = spec.with_params(**params)
+        head = dict(kernel=kernel, m=shape.m, n=shape.n, k=shape.k, params=json.dumps(params, sort_keys=True), **params,
+                    threads=geometry.threads_per_block(sp), shared_bytes=geometry.shared_bytes(sp), **provenance)
+        limit = dev.max_shared_per_block_optin if sp.dynamic_shared else dev.max_shared_per_block
+        problems = geometry.violations(sp, max_shared=limit)
+        reason = geometry.unsupported_reason(sp, shape)
+        if problems or reason:
+            rows.append(dict(head, status="filtered", reason="; ".join(problems + ([reason] if reason else []))))
+        else:
+            todo.append((dict(head, compile_options=" ".join(compile_options(sp))), sp, params))
+    log.info("[sweep %s] %d points: %d filtered before compiling, %d to compile (%d parallel jobs)", kernel,
+             len(points), len(rows), len(todo), cfg.sweep.jobs)
+
+    t0 = time.perf_counter()
+    built = gpu.compile_many([sp for _, sp, _ in todo], arch, jobs=cfg.sweep.jobs)
+    log.info("[sweep %s] compiled in %.1f s", kernel, time.perf_counter() - t0)
+    runnable = []
+    for (head, sp, params), (cubin, err) in zip(todo, built):
+        if err:
+            rows.append(dict(head, status="compile_error", reason=str(err)))
+        else:
+            runnable.append((head, (params, cubin)))
+    rows += time_points(cfg, kernel, runnable, raw_config=raw_config,
+                        label=lambda head: f"[sweep {kernel}] {head['params']}")
+    io.write_csv(out, rows)
+    return point_problems(rows, ("ok", "filtered"), "sweep points")
+
