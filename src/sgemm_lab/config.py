@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from .errors import ConfigError
+from .geometry import check_params
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -312,9 +313,6 @@ def from_dict(raw: Mapping[str, Any], *, source: str = "config", trusted: bool =
 
 
 def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
-    # imported here to keep geometry free of config-loading concerns
-    from .geometry import check_params
-
     kernels = []
     for k in cfg["kernels"]:
         grids = k["sweep"] if isinstance(k["sweep"], list) else ([k["sweep"]] if k["sweep"] else [])

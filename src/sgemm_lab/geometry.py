@@ -27,11 +27,13 @@ host
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from . import expr
-from .config import KernelSpec, Shape
 from .errors import ConfigError, ShapeError
+
+if TYPE_CHECKING:  # annotations only: config imports this module, not the other way round
+    from .config import KernelSpec, Shape
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_GRID_X = 2**31 - 1
