@@ -72,3 +72,15 @@ def test_named_commit_wins_over_the_copy_s_own_git(monkeypatch):
     assert sw["git_commit"] == "0123456789abcdef0123456789abcdef01234567" and sw["git_dirty"] is None
     monkeypatch.delenv("SGEMM_LAB_GIT_COMMIT")
     assert envinfo.software()["git_commit"] != "0123456789abcdef0123456789abcdef01234567"
+
+
+def test_environment_record_names_the_container(monkeypatch):
+    from sgemm_lab import envinfo
+
+    monkeypatch.delenv("SGEMM_LAB_IMAGE_BASE", raising=False)
+    monkeypatch.setenv("SGEMM_LAB_CONTAINER_IMAGE", "localhost/sgemm-lab:test@sha256:abc")
+    assert envinfo.container() is None  # not the lab's image: no record, whatever else is set
+    monkeypatch.setenv("SGEMM_LAB_IMAGE_BASE", "localhost/sgemm-lab-base:cuda13.0")
+    assert envinfo.container() == {"image": "localhost/sgemm-lab:test@sha256:abc",
+                                   "base": "localhost/sgemm-lab-base:cuda13.0"}
+    assert envinfo.software()["container"]["base"] == "localhost/sgemm-lab-base:cuda13.0"

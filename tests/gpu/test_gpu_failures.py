@@ -25,6 +25,10 @@ import pytest
 
 if importlib.util.find_spec("pycuda") is None:
     pytest.skip("needs PyCUDA and a GPU", allow_module_level=True)
+# PyCUDA without a GPU (a container on a CPU machine): asked in a child, so this process never starts CUDA
+if subprocess.run([sys.executable, "-c", "import pycuda.driver as d; d.init(); assert d.Device.count() > 0"],
+                  capture_output=True).returncode != 0:
+    pytest.skip("needs a CUDA device (PyCUDA is installed, but the driver finds none)", allow_module_level=True)
 
 from sgemm_lab import config as cfgmod  # noqa: E402
 from sgemm_lab import io, steps  # noqa: E402

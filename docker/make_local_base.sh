@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# A local stand-in for the NVIDIA CUDA devel base image, for machines that reach no container registry
+# (only Debian's and PyPI's package servers): Debian trixie from debootstrap, the CUDA 13.0 toolkit at
+# /usr/local/cuda-13.0 (symlinked as /usr/local/cuda: nvcc, headers, runtime, NVVM) copied from this
+# machine (CUDA_SRC; here it is made of NVIDIA's CUDA wheels), and a libcuda stub in lib64/stubs, as
+# the NVIDIA image has, so that PyCUDA links; at run time the real libcuda comes from the host driver.
+#   bash docker/make_local_base.sh [TAG]      # default TAG: localhost/sgemm-lab-base:cuda13.0
+# Needs root, podman and debootstrap (docker/test.sh installs them).
+set -euo pipefail
+TAG=${1:-localhost/sgemm-lab-base:cuda13.0}
+CUDA_SRC=${CUDA_SRC:-/usr/local/cuda-13.0}
+MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+PY=${PYTHON:-python3}   # any Python with pip, to fetch NVIDIA's cuRAND wheel
+source "$(dirname "${BASH_SOURCE[0]}")/podman.sh"
+ensure_podman
+
+if [ ! -x "$CUDA_SRC/bin/nvcc" ]; then
+  echo "make_local_base: no CUDA 13.0 toolkit at $CUDA_SRC (set CUDA_SRC to one with bin/nvcc)" >&2
+  exit 2
+fi
+ROOTFS=$(mktemp -d)
+trap 'rm -rf "$ROOTFS" "$ROOTFS.wheels"' EXIT
+t0=$(date +%s)
+if ! debootstrap --variant=minbase trixie "$ROOTFS" "$MIRROR" > "$ROOTFS.debootstrap.log" 2>&1; then
+  echo "make_local_base: debootstrap of Debian trixie from $MIRROR failed (no network?); see $ROOTFS.debootstrap.log" >&2
+  exit 3
+fi
+mkdir -p "$ROOTFS/usr/local"
+cp -a "$(readlink -f "$CUDA_SRC")" "$ROOTFS/usr/local/cuda-13.0"
+ln -sfn cuda-13.0 "$ROOTFS/usr/local/cuda"
+# cuRAND (the NVIDIA devel image has it; PyCUDA's build wraps it): CUDA 13.0's, from NVIDIA's wheel
+CUDA_DIR="$ROOTFS/usr/local/cuda-13.0"
+"$PY" -m pip download --quiet --no-deps --dest "$ROOTFS.wheels" nvidia-curand==10.4.0.35
+"$PY" - "$ROOTFS.wheels" "$CUDA_DIR" <<'PYEOF'
+import os, sys, zipfile
+from pathlib import Path
+wheels, cuda = Path(sys.argv[1]), Path(sys.argv[2])
+for whl in wheels.glob("nvidia_curand-*.whl"):
+    with zipfile.ZipFile(whl) as z:
+        for name in z.namelist():
+            for part, dest in (("nvidia/cu13/include/", cuda / "include"), ("nvidia/cu13/lib/", cuda / "lib64")):
+                if name.startswith(part) and not name.endswith("/"):
+                    out = dest / name[len(part):]
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    out.write_bytes(z.read(name))
+lib = cuda / "lib64" / "libcurand.so"
+if not lib.exists():
+    os.symlink("libcurand.so.10", lib)
+PYEOF
+rm -rf "$ROOTFS.wheels"
+mkdir -p "$ROOTFS/usr/local/cuda-13.0/lib64/stubs"
+echo 'void sgemm_lab_libcuda_stub(void) {}' \
+  | cc -shared -x c - -Wl,-soname,libcuda.so.1 -o "$ROOTFS/usr/local/cuda-13.0/lib64/stubs/libcuda.so"
+tar -C "$ROOTFS" -c . | pod import - "$TAG" > /dev/null
+echo "make_local_base: $TAG in $(( $(date +%s) - t0 )) s ($(pod image inspect --format '{{.Size}}' "$TAG" | awk '{printf "%.0f MB", $1 / 1e6}'))"
