@@ -8,7 +8,6 @@ import platform
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 from dataclasses import asdict
 from importlib import metadata
 
@@ -69,3 +68,33 @@ def container() -> dict | None:
     if not base:
         return None
     return {"image": os.environ.get("SGEMM_LAB_CONTAINER_IMAGE"), "base": base}
+
+
+def capture() -> dict:
+    """Full record, GPU included (needs a CUDA device)."""
+    from . import gpu
+
+    cuda = gpu.driver()
+    dev = gpu.device_info()
+    drv = cuda.get_driver_version()
+    smi = _run(["nvidia-smi", f"--id={dev.pci_bus_id}", "--query-gpu=driver_version,clocks.max.sm,power.limit",
+                "--format=csv,noheader,nounits"])
+    driver_version, max_sm_clock, power_limit = (smi.split(", ") + [None] * 3)[:3] if smi else (None, None, None)
+    stream = cuda.Stream()
+    blas = gpu.CublasLauncher(stream)
+    try:
+        cublas_version, math_mode = blas.version, blas.math_mode
+    finally:
+        blas.close()
+    rec = software()
+    rec.update({
+        "gpu": asdict(dev),
+        "driver_version": driver_version,
+        "cuda_driver_api": f"{drv // 1000}.{drv % 1000 // 10}",
+        "cuda_toolkit_pycuda": ".".join(map(str, cuda.get_version())),
+        "cublas": cublas_version,
+        "cublas_math_mode": math_mode,
+        "max_sm_clock_mhz": max_sm_clock,
+        "power_limit_w": power_limit,
+    })
+    return rec
