@@ -30,6 +30,12 @@ COLUMNS = ["kernel", "m", "n", "k", "run_a", "run_b", "gpu_a", "gpu_b", "median_
            "vs_cublas_high", "verdict_vs_cublas"]
 
 
+def output_dir(runs: list[str]) -> str:
+    """Where the comparison of ``runs`` goes: reports/compare/<run>-vs-<run>..., slashes of probe runs
+    (probes/<name>) as underscores."""
+    return "reports/compare/" + "-vs-".join(r.replace("/", "_") for r in runs)
+
+
 def _rel_se(median, iqr, reps):
     """Relative standard error of a median from the IQR of its repetitions (normal approximation)."""
     return 1.2533 * (iqr / 1.349) / (reps ** 0.5) / median

@@ -1,5 +1,7 @@
+from sgemm_lab.compare import output_dir
+
 COMPARE_RUNS = config["compare"]["runs"]
-COMPARE_DIR = "reports/compare/" + "-vs-".join(r.replace("/", "_") for r in COMPARE_RUNS)
+COMPARE_DIR = output_dir(COMPARE_RUNS)
 
 
 rule compare:
