@@ -19,6 +19,11 @@
 //   columns g; a pitch of BN + 8 (8 banks apart) does the same.
 // - Each element is rounded to TF32 once per fragment load (cvt.rna.tf32.f32, one instruction), not
 //   with WMMA's compare-and-select sequence.
+//
+// TF32X3 = 1 builds stage 16, 3xTF32 (precision class 3xtf32, held to the strict-FP32 tolerance): each
+// element is split into x = big + small, big = tf32(x), small = tf32(x - big) (together about 22 bits of
+// significand), and each tile takes three products, small x big and big x small first so that they are
+// not lost against the running sum, then big x big; small x small is below FP32's resolution.
 
 #include "common.cuh"
 
@@ -42,6 +47,9 @@
 #endif
 #ifndef MINBLOCKS
 #define MINBLOCKS 2
+#endif
+#ifndef TF32X3
+#define TF32X3 0
 #endif
 
 constexpr int NTHREADS = 32 * (BM / WTM) * (BN / WTN);  // one warp per warp tile
@@ -77,6 +85,12 @@ __device__ __forceinline__ unsigned to_tf32(float x) {
     unsigned r;
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
     return r;
+}
+
+// x = big + small, both TF32 (bit patterns for the mma): the 3xTF32 split.
+__device__ __forceinline__ void split(float x, unsigned& big, unsigned& small) {
+    big = to_tf32(x);
+    small = to_tf32(x - __uint_as_float(big));
 }
 
 // d += a * b for one 16 x 8 x 8 tile (TF32 inputs, FP32 accumulators).
@@ -138,19 +152,28 @@ sgemm_mma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         const float* bs = &Bs[(kt % STAGES) * B_STAGE + bFrag];
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 8) {
-            unsigned b[TN][2];
+            unsigned b[TN][2], bSmall[TN][2];
 #pragma unroll
             for (int j = 0; j < TN; ++j) {
-                b[j][0] = to_tf32(bs[kk * BS_LD + j * 8]);
-                b[j][1] = to_tf32(bs[(kk + 4) * BS_LD + j * 8]);
+                split(bs[kk * BS_LD + j * 8], b[j][0], bSmall[j][0]);
+                split(bs[(kk + 4) * BS_LD + j * 8], b[j][1], bSmall[j][1]);
             }
 #pragma unroll
             for (int i = 0; i < TM; ++i) {
                 const float* ai = as + i * 16 * AS_LD + kk;
-                const unsigned a[4] = {to_tf32(ai[0]), to_tf32(ai[8 * AS_LD]), to_tf32(ai[4]), to_tf32(ai[8 * AS_LD + 4])};
+                unsigned a[4], aSmall[4];
+                split(ai[0], a[0], aSmall[0]);
+                split(ai[8 * AS_LD], a[1], aSmall[1]);
+                split(ai[4], a[2], aSmall[2]);
+                split(ai[8 * AS_LD + 4], a[3], aSmall[3]);
 #pragma unroll
-                for (int j = 0; j < TN; ++j)
+                for (int j = 0; j < TN; ++j) {
+                    if (TF32X3) {  // the small terms (unused, and removed by the compiler, when TF32X3 = 0)
+                        mma_tf32(acc[i][j], aSmall, b[j]);
+                        mma_tf32(acc[i][j], a, bSmall[j]);
+                    }
                     mma_tf32(acc[i][j], a, b[j]);
+                }
             }
         }
     }

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .report import shape_label
+
 Z95 = 1.959964
 KEYS = ["kernel", "m", "n", "k"]
 COLUMNS = ["kernel", "m", "n", "k", "run_a", "run_b", "gpu_a", "gpu_b", "median_ms_a", "median_ms_b", "reps_a",
@@ -76,10 +78,6 @@ def _verdicts(low, high) -> list[str]:
             for lo, hi in zip(low, high)]
 
 
-def _label(m, n, k) -> str:
-    return f"{m}³" if m == n == k else f"{m}×{n}×{k}"
-
-
 def markdown(df: pd.DataFrame, *, order: list[str], shape=None) -> str:
     """The comparison as a report section: a summary line, then per implementation its speed-up at
     ``shape`` (default: the largest shape all compared implementations share)."""
@@ -108,7 +106,7 @@ def markdown(df: pd.DataFrame, *, order: list[str], shape=None) -> str:
               f"{r.vs_cublas:.3f} | {r.vs_cublas_low:.3f}–{r.vs_cublas_high:.3f} | {r.verdict_vs_cublas} |")
         rows.append(f"| `{r.kernel}` | {r.median_ms_a:.3f} | {r.median_ms_b:.3f} | **{r.speedup:.3f}×** | "
                     f"{r.ci_low:.3f}–{r.ci_high:.3f} | {r.verdict} | {vs}")
-    out += [f"At {_label(*shape)}:", "", *rows, ""]
+    out += [f"At {shape_label(*shape)}:", "", *rows, ""]
     return "\n".join(out) + "\n"
 
 

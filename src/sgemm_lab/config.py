@@ -196,6 +196,11 @@ class LabConfig:
         return tuple(k.id for k in self.kernels if k.backend == "cuda") + self.gpu_baselines
 
     @property
+    def precisions(self) -> dict[str, str]:
+        """The precision class of every implementation: the stages' own, the library baselines' fixed."""
+        return BASELINE_PRECISION | {k.id: k.precision for k in self.kernels}
+
+    @property
     def gpu_baselines(self) -> tuple[str, ...]:
         """The cuBLAS baselines this run times: strict FP32, and TF32 when configured."""
         return (("cublas",) if self.cublas else ()) + (("cublas_tf32",) if self.cublas_tf32 else ())

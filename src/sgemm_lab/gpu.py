@@ -319,7 +319,9 @@ class CublasLauncher:
 
 def library_launcher(impl: str, stream) -> CublasLauncher:
     """The launcher of a GPU library baseline (config.GPU_BASELINES)."""
-    if impl not in ("cublas", "cublas_tf32"):
+    from .config import GPU_BASELINES
+
+    if impl not in GPU_BASELINES:
         raise LabError(f"{impl} is not a GPU library baseline")
     return CublasLauncher(stream, tf32=impl == "cublas_tf32")
 

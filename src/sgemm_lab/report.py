@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .config import BASELINE_PRECISION, BASELINES, LabConfig
+from .config import BASELINES, GPU_BASELINES, LabConfig
 
 BASELINE_TITLES = {"cublas": "cuBLAS SGEMM (strict FP32)", "cublas_tf32": "cuBLAS SGEMM (TF32 tensor-op math)",
                    "numpy": "NumPy float32 matmul (CPU BLAS)"}
@@ -24,7 +24,7 @@ def collect_bench(frames: list[pd.DataFrame], order: list[str], tf32: tuple[str,
         return df
     df["kernel"] = df["kernel"].astype(str)
     df["baseline"] = ["cublas_tf32" if k in tf32 else "cublas" for k in df["kernel"]]
-    ref = df[df["kernel"].isin(["cublas", "cublas_tf32"]) & (df["status"] == "ok")][["kernel", "m", "n", "k", "tflops"]]
+    ref = df[df["kernel"].isin(GPU_BASELINES) & (df["status"] == "ok")][["kernel", "m", "n", "k", "tflops"]]
     ref = ref.rename(columns={"kernel": "baseline", "tflops": "cublas_tflops"})
     df = df.merge(ref, on=["baseline", "m", "n", "k"], how="left")
     df["pct_cublas"] = 100.0 * df["tflops"] / df["cublas_tflops"]
@@ -91,7 +91,7 @@ def accuracy_table(cfg: LabConfig, checks: pd.DataFrame) -> str | None:
     if checks is None or checks.empty or "rel_err" not in checks:
         return None
     ran = checks[(checks["status"] != "skipped") & checks["rel_err"].notna()]
-    precision = BASELINE_PRECISION | {k.id: k.precision for k in cfg.kernels}
+    precision = cfg.precisions
     rows = []
     for impl in cfg.implementations:
         mine = ran[ran["kernel"] == impl]

@@ -65,11 +65,8 @@ def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path 
         outs.memory: lambda out: plots.memory_occupancy(ncu, out, order=order, shape=shape),
     }
     if check_csv is not None and hasattr(outs, "accuracy"):
-        from ..config import BASELINE_PRECISION
-
-        precision = BASELINE_PRECISION | {k.id: k.precision for k in cfg.kernels}
         figures[outs.accuracy] = lambda out: plots.accuracy_speed(bench_df, pd.read_csv(check_csv), out, order=order,
-                                                                  shape=shape, precision=precision)
+                                                                  shape=shape, precision=cfg.precisions)
     for csv, png in zip(sweeps, heatmaps):  # the same order: the workflow lists both by swept stage
         spec = cfg.kernel(Path(csv).stem)
         figures[png] = lambda out, csv=csv, spec=spec: plots.sweep_heatmap(
