@@ -18,6 +18,17 @@ from .config import KERNEL_DIR, KernelSpec
 from .errors import CompileError
 
 
+def target_arch(spec: KernelSpec, device_arch: str) -> str:
+    """The target ``spec`` is compiled for on a device of ``device_arch`` (e.g. sm_90): the device's own,
+    or the stage's arch-specific one (sm_90a), which only that compute capability can run."""
+    if not spec.arch:
+        return device_arch
+    if spec.arch.rstrip("a") != device_arch.rstrip("a"):
+        raise CompileError(f"kernel {spec.id}: built for {spec.arch} only (its instructions exist on no other "
+                           f"target); this device is {device_arch}")
+    return spec.arch
+
+
 def compile_options(spec: KernelSpec) -> list[str]:
     """nvcc flags for ``spec`` except the target architecture (PyCUDA adds ``-arch`` itself)."""
     return [
@@ -128,7 +139,7 @@ def nvcc_compile(spec: KernelSpec, arch: str, workdir: Path, nvcc: str = "nvcc")
     src = workdir / spec.source  # the text the pipeline compiles (headers inlined); a missing source
     src.write_text(source_text(spec))  # fails here with the kernel's name, not nvcc's message
     cubin = workdir / f"{spec.id}.cubin"
-    cmd = [exe, "-cubin", f"-arch={arch}", "--resource-usage", *compile_options(spec),
+    cmd = [exe, "-cubin", f"-arch={target_arch(spec, arch)}", "--resource-usage", *compile_options(spec),
            "-o", str(cubin), str(src)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     log = " ".join(cmd) + "\n" + proc.stdout + proc.stderr

@@ -81,6 +81,8 @@ class KernelSpec:
     max_dim: int | None = None  # shapes with a larger dimension are skipped (host stages: cpu.max_dim)
     max_dim_source: str = "max_dim"  # the config key it came from, for the skip reason
     suite: bool = True  # also timed on the suite shapes (LabConfig.suite)
+    arch: str = ""  # compile target instead of the device's (e.g. sm_90a); see compile.target_arch
+    tensor_maps: tuple[Mapping[str, Any], ...] = ()  # TMA maps the launcher writes (see sgemm_lab.tensormap)
 
     @property
     def source_path(self) -> Path:
@@ -349,6 +351,8 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
             max_dim=k.get("max_dim", cfg["cpu"]["max_dim"] if k["backend"] == "host" else None),
             max_dim_source="max_dim" if "max_dim" in k else "cpu.max_dim",
             suite=bool(k.get("suite", True)),
+            arch=k.get("arch", ""),
+            tensor_maps=tuple(_frozen({**m, "box": tuple(m["box"])}) for m in k["tensor_maps"]),
         )
         try:
             check_params(spec)

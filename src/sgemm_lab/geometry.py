@@ -137,7 +137,8 @@ def check_params(spec: KernelSpec) -> None:
         raise ConfigError(f"kernel {spec.id}: geometry 'host' is for backend: host")
     if spec.geometry in ("elementwise", "host") and spec.shapes != "any":
         raise ConfigError(f"kernel {spec.id}: geometry '{spec.geometry}' handles any shape; set shapes: any")
-    for text in (*spec.constraints, spec.shared_bytes):
+    boxes = [str(b) for m in spec.tensor_maps for b in m["box"]]
+    for text in (*spec.constraints, spec.shared_bytes, *boxes):
         unknown = expr.names(text) - set(env(spec)) if not [n for n in _REQUIRED[spec.geometry] if n not in spec.params] else set()
         if unknown:
             raise ConfigError(f"kernel {spec.id}: expression '{text}' uses unknown parameter(s) {', '.join(sorted(unknown))}")
@@ -161,6 +162,10 @@ def unsupported_reason(spec: KernelSpec, shape: Shape) -> str | None:
         off = [f"{d}={v}" for d, v, t in (("M", shape.m, bm), ("N", shape.n, bn), ("K", shape.k, bk)) if v % t]
         if off:
             return f"needs M, N, K multiples of {bm}, {bn}, {bk} ({', '.join(off)} not)"
+    if spec.shapes == "rows16":
+        off = [f"{d}={v}" for d, v in (("N", shape.n), ("K", shape.k)) if v % 4]
+        if off:
+            return f"needs N and K multiples of 4, rows on 16-byte boundaries ({', '.join(off)} not)"
     if spec.geometry != "host":
         grid = _grid(spec, shape)
         if grid[0] > MAX_GRID_X or grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:

@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 
 from . import geometry
-from .compile import compile_options, source_text
+from .compile import compile_options, source_text, target_arch
 from .config import KERNEL_DIR, KernelSpec, Shape
 from .errors import CompileError, LabError, NoGPUError
 from .stats import TimingStats, reps_for, summarize
@@ -200,16 +200,25 @@ def _compile_job(job: tuple) -> tuple[bytes | None, tuple | None]:
 def compile_many(specs: list[KernelSpec], arch: str, jobs: int) -> list[tuple[bytes | None, CompileError | None]]:
     """Compile ``specs`` in worker processes at a lower CPU priority (nvcc inherits it), so that a
     measurement running at the same time in another process keeps its CPU. (cubin, None) or
-    (None, CompileError) per spec, in order."""
+    (None, CompileError) per spec, in order; a stage built for another target (``target_arch``) gets its
+    error without a compile."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    if not specs:
-        return []
-    work = [(sp.id, source_text(sp), compile_options(sp), arch) for sp in specs]
-    with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(work))), mp_context=mp.get_context("spawn"),
-                             initializer=_lower_priority) as pool:
-        return [(cubin, CompileError(*err) if err else None) for cubin, err in pool.map(_compile_job, work)]
+    results: list = [None] * len(specs)
+    work, where = [], []
+    for i, sp in enumerate(specs):
+        try:
+            work.append((sp.id, source_text(sp), compile_options(sp), target_arch(sp, arch)))
+            where.append(i)
+        except CompileError as exc:
+            results[i] = (None, exc)
+    if work:
+        with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(work))), mp_context=mp.get_context("spawn"),
+                                 initializer=_lower_priority) as pool:
+            for i, (cubin, err) in zip(where, pool.map(_compile_job, work)):
+                results[i] = (cubin, CompileError(*err) if err else None)
+    return results
 
 
 class KernelLauncher:
@@ -225,6 +234,22 @@ class KernelLauncher:
             raise CompileError(f"kernel {spec.id}: entry '{spec.entry}' not found in {spec.source}") from None
         self.fused = spec.signature == "fused"
         self.func.prepare("iiifPiPifPiPPi" if self.fused else "iiifPPfP")
+        self._maps = None  # [encoder, {symbol: device address}, key of the maps last written]
+        if spec.tensor_maps and self.fused:
+            raise CompileError(f"kernel {spec.id}: tensor maps are written for the gemm signature only")
+        if spec.tensor_maps:
+            from .tensormap import MAP_BYTES, Encoder
+
+            symbols = {}
+            for m in spec.tensor_maps:
+                try:
+                    ptr, size = self.module.get_global(m["symbol"])
+                except cuda.LogicError:
+                    raise CompileError(f"kernel {spec.id}: tensor map variable '{m['symbol']}' not in {spec.source}") from None
+                if size != MAP_BYTES:
+                    raise CompileError(f"kernel {spec.id}: '{m['symbol']}' is {size} B, a tensor map is {MAP_BYTES} B")
+                symbols[m["symbol"]] = ptr
+            self._maps = [Encoder(), symbols, None]
         if spec.dynamic_shared:
             smem = geometry.shared_bytes(spec)
             if smem > 48 * 1024:  # above 48 KiB a kernel must opt in to more dynamic shared memory
@@ -261,9 +286,26 @@ class KernelLauncher:
             self.fused_call(shape, alpha, a, shape.k, b, shape.n, beta, c, shape.n, 0, c, shape.n, stream)
             return
         launch = geometry.plan(self.spec, shape)  # ShapeError before anything runs
+        if self._maps:
+            self._write_maps(shape, a, b, stream)
         self.func.prepared_async_call(launch.grid, launch.block, stream,
                                       shape.m, shape.n, shape.k, alpha, a, b, beta, c,
                                       shared_size=launch.shared_bytes)
+
+    def _write_maps(self, shape: Shape, a, b, stream) -> None:
+        """Encode the stage's tensor maps for these operands and copy them into its variables, in stream
+        order (skipped when the operands and shape are those of the last launch, as in a timing loop)."""
+        from .tensormap import requests
+
+        encode, symbols, last = self._maps
+        key = (int(a), int(b), shape)
+        if key == last:
+            return
+        cuda = driver()
+        for req in requests(self.spec, shape):
+            blob = np.frombuffer(encode(req, int(a) if req.operand == "A" else int(b)), np.uint8)
+            cuda.memcpy_htod_async(symbols[req.symbol], blob, stream)  # pageable: staged before return
+        self._maps[2] = key
 
     def fused_call(self, shape: Shape, alpha: float, a, lda: int, b, ldb: int, beta: float, c, ldc: int,
                    bias, d, ldd: int, stream) -> None:
