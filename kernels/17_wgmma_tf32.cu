@@ -47,6 +47,12 @@
 #ifndef STAGES
 #define STAGES 4
 #endif
+#ifndef CLUSTER_N
+#define CLUSTER_N 2  // blocks of a cluster along N: they share A's tile, each copying 1 / CLUSTER_N of it to all
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8   // grouped tile order: consecutive blocks walk GROUP_M tile rows before the next column
+#endif
 #ifndef PRODUCER_REGS
 #define PRODUCER_REGS 40
 #endif
@@ -59,6 +65,9 @@ constexpr int NTHREADS = 128 * (CONSUMERS + 1);
 #ifdef THREADS
 static_assert(THREADS == NTHREADS, "THREADS (the launch's block size) must be 128 * (BN / 64 + 1)");
 #endif
+static_assert(CLUSTER_N == 1 || CLUSTER_N == 2 || CLUSTER_N == 4, "CLUSTER_N: 1, 2 or 4");
+static_assert((BM / CLUSTER_N) % 8 == 0, "each block's share of the A tile is whole 8-line swizzle groups");
+static_assert(GROUP_M >= 1, "GROUP_M >= 1");
 static_assert(BK == 32, "one K-tile line is one 128-byte swizzle line: BK = 32 floats");
 static_assert(BN % 64 == 0 && BN >= 64, "each consumer warpgroup owns 64 columns");
 static_assert(BM == 64 || BM == 128 || BM == 256, "BM is wgmma's N: 64, 128 or 256 here");
@@ -98,6 +107,32 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap* map, 
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
         ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar) : "memory");
 }
+// The same mbarrier in block `rank` of the cluster (its shared::cluster address), and an arrival on it.
+__device__ __forceinline__ unsigned cluster_addr(unsigned bar, unsigned rank) {
+    unsigned out;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(out) : "r"(bar), "r"(rank));
+    return out;
+}
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar) {
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// tma_load_2d into the same shared offset of every block in `mask`, completing each one's `bar`.
+__device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const TensorMap* map, int x, int y, unsigned bar,
+                                                      unsigned short mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%2, %3}], [%4], %5;\n"
+        ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar), "h"(mask) : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+
 // wgmma descriptor of a K-major, 128-byte-swizzled operand starting at shared address `addr`.
 __device__ __forceinline__ unsigned long long wgmma_desc(unsigned addr) {
     return (unsigned long long)((addr & 0x3FFFF) >> 4)      // start address, 16-byte units
@@ -188,7 +223,7 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[128], const unsigned (&a)[
 }
 #endif
 
-extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
+extern "C" __global__ void __launch_bounds__(NTHREADS, 1) __cluster_dims__(CLUSTER_N, 1, 1)
 sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                  const float* __restrict__ B, float beta, float* __restrict__ C) {
     extern __shared__ unsigned char smem_raw[];
@@ -201,17 +236,27 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
     auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
     const int tid = threadIdx.x, wg = tid / 128;
-    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    // Tile of this block. The grid's x is a whole number of clusters (the launcher rounds it up), and the
+    // CLUSTER_N blocks of a cluster take adjacent column tiles of one row tile. Clusters go in grouped
+    // order (as stage 11): linear id -> groups of GROUP_M tile rows, walked down each column of the group,
+    // so that the clusters resident at one time share A and B tiles in L2.
+    const unsigned rank = CLUSTER_N > 1 ? cluster_rank() : 0;
+    const int pairsN = gridDim.x / CLUSTER_N, tilesM = gridDim.y;
+    const int pair = blockIdx.y * pairsN + blockIdx.x / CLUSTER_N;
+    const int perGroup = GROUP_M * pairsN, firstRow = (pair / perGroup) * GROUP_M;
+    const int groupRows = min(tilesM - firstRow, GROUP_M);
+    const int row0 = (firstRow + (pair % perGroup) % groupRows) * BM;
+    const int col0 = (((pair % perGroup) / groupRows) * CLUSTER_N + rank) * BN;
     const int numTiles = (K + BK - 1) / BK;  // the last tile's columns past K arrive as zeros
 
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full(s), 1);              // the producer's arming arrival (+ the copies' bytes)
-            mbar_init(empty(s), 4 * CONSUMERS); // one arrival per consumer warp
+            mbar_init(empty(s), 4 * CONSUMERS * CLUSTER_N); // one arrival per consumer warp of the cluster
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    __syncthreads();
+    cluster_sync();  // every block's barriers exist before any block copies into it or arrives on them
 
     if (wg == 0) {  // producer warpgroup: one thread issues every copy
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PRODUCER_REGS));
@@ -226,74 +271,86 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                     mbar_wait(empty(s), ((kt / STAGES) - 1) & 1);  // the consumers are done with round - 1
                 mbar_expect_tx(full(s), SLOT_BYTES);
                 const unsigned slot = base + s * SLOT_BYTES;
-                tma_load_2d(slot, &tmap_a, kt * BK, row0, full(s));
+                // This block's share of the A tile (rows rank * BM / CLUSTER_N ...) goes to every block
+                // of the cluster; the others' shares arrive here the same way.
+                constexpr int SHARE = BM / CLUSTER_N;
+                if (CLUSTER_N > 1)
+                    tma_load_2d_multicast(slot + rank * SHARE * 128, &tmap_a, kt * BK, row0 + rank * SHARE, full(s),
+                                          (unsigned short)((1u << CLUSTER_N) - 1));
+                else
+                    tma_load_2d(slot, &tmap_a, kt * BK, row0, full(s));
 #pragma unroll
                 for (int bx = 0; bx < BN / 32; ++bx)
                     tma_load_2d(slot + A_BYTES + bx * (BK * 32 * 4), &tmap_b, col0 + 32 * bx, kt * BK, full(s));
             }
         }
-        return;
-    }
+    } else {  // consumer warpgroups
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
+        const int c = wg - 1;                         // this consumer's 64-column slice of the tile
+        const int ti = tid % 128, w = ti / 32, lane = ti % 32, g = lane / 4, t = lane % 4;
 
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
-    const int c = wg - 1;                         // this consumer's 64-column slice of the tile
-    const int ti = tid % 128, w = ti / 32, lane = ti % 32, g = lane / 4, t = lane % 4;
+        // Float offsets of this lane's four fragment elements inside a slot's B tile (k-step 0).
+        int frag[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int h = i & 1, k = t + 4 * (i >> 1), s = 2 * w + h;
+            const int box = 2 * c + s / 4, chunk = 4 * (g / 4) + s % 4;
+            frag[i] = box * (BK * 32) + k * 32 + ((chunk ^ (k & 7)) * 4) + g % 4;
+        }
 
-    // Float offsets of this lane's four fragment elements inside a slot's B tile (k-step 0).
-    int frag[4];
+        float d[ACC];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const int h = i & 1, k = t + 4 * (i >> 1), s = 2 * w + h;
-        const int box = 2 * c + s / 4, chunk = 4 * (g / 4) + s % 4;
-        frag[i] = box * (BK * 32) + k * 32 + ((chunk ^ (k & 7)) * 4) + g % 4;
-    }
+        for (int i = 0; i < ACC; ++i)
+            d[i] = 0.0f;
 
-    float d[ACC];
+        // One K-tile: wait for its slot, load and round this lane's fragments of B^T, issue the BK / 8 wgmma
+        // as one batch, wait for it, and free the slot in every block of the cluster (each one's producer
+        // copies into it). Waiting for the batch before the next tile's fragment loads costs little with two
+        // consumer warpgroups taking turns on the tensor cores; leaving it in flight instead makes ptxas
+        // serialise every wgmma (warning C7513: registers of a later wgmma defined while one runs).
+        for (int kt = 0; kt < numTiles; ++kt) {
+            const int s = kt % STAGES;
+            mbar_wait(full(s), (kt / STAGES) & 1);
+            const float* bt = reinterpret_cast<const float*>(slots + s * SLOT_BYTES + A_BYTES);
+            unsigned a[BK / 8][4];
 #pragma unroll
-    for (int i = 0; i < ACC; ++i)
-        d[i] = 0.0f;
+            for (int kk = 0; kk < BK / 8; ++kk)
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                    a[kk][i] = to_tf32(bt[frag[i] + kk * 8 * 32]);
+            const unsigned aTile = base + s * SLOT_BYTES;
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BK / 8; ++kk)
+                wgmma_tf32(d, a[kk], wgmma_desc(aTile + kk * 32));
+            wgmma_commit();
+            wgmma_wait<0>();
+            __syncwarp();
+            if (lane < CLUSTER_N)
+                mbar_arrive_cluster(cluster_addr(empty(s), lane));
+        }
 
-    for (int kt = 0; kt < numTiles; ++kt) {
-        const int s = kt % STAGES;
-        mbar_wait(full(s), (kt / STAGES) & 1);
-        const unsigned char* slot = slots + s * SLOT_BYTES;
-        const float* bt = reinterpret_cast<const float*>(slot + A_BYTES);
-        unsigned a[BK / 8][4];
+        // Epilogue: d[4j + e] is (C^T)[r][m'] with r = 16w + g + 8 (e / 2), m' = 8j + 2t + e % 2, i.e. C row
+        // row0 + m', column col0 + 64c + n(r) with n() the fragment-row permutation above.
 #pragma unroll
-        for (int kk = 0; kk < BK / 8; ++kk)
+        for (int h = 0; h < 2; ++h) {
+            const int s = 2 * w + h;
+            const int col = col0 + 64 * c + 32 * (s / 4) + 16 * (g / 4) + 4 * (s % 4) + g % 4;
+            if (col >= N)
+                continue;
 #pragma unroll
-            for (int i = 0; i < 4; ++i)
-                a[kk][i] = to_tf32(bt[frag[i] + kk * 8 * 32]);
-        const unsigned aTile = base + s * SLOT_BYTES;
-        wgmma_fence();
+            for (int j = 0; j < BM / 8; ++j)
 #pragma unroll
-        for (int kk = 0; kk < BK / 8; ++kk)
-            wgmma_tf32(d, a[kk], wgmma_desc(aTile + kk * 32));
-        wgmma_commit();
-        wgmma_wait<0>();
-        __syncwarp();
-        if (lane == 0)
-            mbar_arrive(empty(s));
-    }
-
-    // Epilogue: d[4j + e] is (C^T)[r][m'] with r = 16w + g + 8 (e / 2), m' = 8j + 2t + e % 2, i.e. C row
-    // row0 + m', column col0 + 64c + n(r) with n() the fragment-row permutation above.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int s = 2 * w + h;
-        const int col = col0 + 64 * c + 32 * (s / 4) + 16 * (g / 4) + 4 * (s % 4) + g % 4;
-        if (col >= N)
-            continue;
-#pragma unroll
-        for (int j = 0; j < BM / 8; ++j)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int row = row0 + 8 * j + 2 * t + e;
-                if (row < M) {
-                    float* p = C + (size_t)row * N + col;
-                    const float v = alpha * d[4 * j + 2 * h + e];
-                    *p = beta == 0.0f ? v : v + beta * *p;
+                for (int e = 0; e < 2; ++e) {
+                    const int row = row0 + 8 * j + 2 * t + e;
+                    if (row < M) {
+                        float* p = C + (size_t)row * N + col;
+                        const float v = alpha * d[4 * j + 2 * h + e];
+                        *p = beta == 0.0f ? v : v + beta * *p;
+                    }
                 }
-            }
+        }
     }
+    __syncwarp();
+    cluster_sync();  // no block leaves while another may still copy into it or arrive on its barriers
 }

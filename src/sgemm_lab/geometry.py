@@ -19,7 +19,9 @@ block_tile
     ``TM x TN`` micro-tile (default 1 x 1), so a block has ``THREADS = BM*BN / (TM*TN)`` threads
     unless ``THREADS`` is given. ``BK`` is the depth of one K-step. A kernel with ``SPLIT_SLOTS``
     (split-K: its workspace holds that many blocks) gets a third grid dimension, the number of
-    K-slices, from :func:`splits`.
+    K-slices, from :func:`splits`. A kernel launched in clusters of ``CLUSTER_N`` blocks along N (its
+    ``__cluster_dims__``) gets a grid x rounded up to a whole number of clusters; the extra blocks' tiles
+    lie past N.
 host
     A C function on the CPU: no launch.
 """
@@ -200,7 +202,8 @@ def _grid(spec: KernelSpec, shape: Shape) -> tuple[int, int, int]:
     if spec.geometry == "elementwise":
         return (_cdiv(shape.m * shape.n, spec.params["BLOCK"]), 1, 1)
     bm, bn, _ = tile(spec)
-    return (_cdiv(shape.n, bn), _cdiv(shape.m, bm), splits(spec, shape))
+    cluster = spec.params.get("CLUSTER_N", 1) if spec.geometry == "block_tile" else 1
+    return (_cdiv(_cdiv(shape.n, bn), cluster) * cluster, _cdiv(shape.m, bm), splits(spec, shape))
 
 
 def plan(spec: KernelSpec, shape: Shape) -> Launch:
