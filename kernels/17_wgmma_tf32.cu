@@ -50,6 +50,9 @@
 #ifndef CLUSTER_N
 #define CLUSTER_N 2  // blocks of a cluster along N: they share A's tile, each copying 1 / CLUSTER_N of it to all
 #endif
+#ifndef INFLIGHT
+#define INFLIGHT 1  // wgmma batches a consumer leaves running while it loads the next tile's fragments (0 or 1)
+#endif
 #ifndef GROUP_M
 #define GROUP_M 8   // grouped tile order: consecutive blocks walk GROUP_M tile rows before the next column
 #endif
@@ -67,6 +70,7 @@ static_assert(THREADS == NTHREADS, "THREADS (the launch's block size) must be 12
 #endif
 static_assert(CLUSTER_N == 1 || CLUSTER_N == 2 || CLUSTER_N == 4, "CLUSTER_N: 1, 2 or 4");
 static_assert((BM / CLUSTER_N) % 8 == 0, "each block's share of the A tile is whole 8-line swizzle groups");
+static_assert(INFLIGHT == 0 || INFLIGHT == 1, "INFLIGHT: 0 (wait for each batch) or 1 (one batch in flight)");
 static_assert(GROUP_M >= 1, "GROUP_M >= 1");
 static_assert(BK == 32, "one K-tile line is one 128-byte swizzle line: BK = 32 floats");
 static_assert(BN % 64 == 0 && BN >= 64, "each consumer warpgroup owns 64 columns");
@@ -304,15 +308,16 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
             d[i] = 0.0f;
 
         // One K-tile: wait for its slot, load and round this lane's fragments of B^T, issue the BK / 8 wgmma
-        // as one batch, wait for it, and free the slot in every block of the cluster (each one's producer
-        // copies into it). Waiting for the batch before the next tile's fragment loads costs little with two
-        // consumer warpgroups taking turns on the tensor cores; leaving it in flight instead makes ptxas
-        // serialise every wgmma (warning C7513: registers of a later wgmma defined while one runs).
-        for (int kt = 0; kt < numTiles; ++kt) {
+        // as one batch, then wait until at most INFLIGHT batches run, and free the slot of the newest
+        // finished batch in every block of the cluster (each one's producer copies into it). With INFLIGHT
+        // = 1 the fragment loads of tile kt overlap the wgmma of tile kt - 1; the fragment sets alternate
+        // (a0 for even tiles, a1 for odd), so a set is rewritten only after the batch that read it is done.
+        // ptxas cannot see that and serialises the wgmma of a batch (warning C7513), yet measured, the
+        // overlap is worth far more than that costs (see kernels/NOTES.md).
+        auto step = [&](int kt, unsigned (&a)[BK / 8][4]) {
             const int s = kt % STAGES;
             mbar_wait(full(s), (kt / STAGES) & 1);
             const float* bt = reinterpret_cast<const float*>(slots + s * SLOT_BYTES + A_BYTES);
-            unsigned a[BK / 8][4];
 #pragma unroll
             for (int kk = 0; kk < BK / 8; ++kk)
 #pragma unroll
@@ -324,11 +329,21 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
             for (int kk = 0; kk < BK / 8; ++kk)
                 wgmma_tf32(d, a[kk], wgmma_desc(aTile + kk * 32));
             wgmma_commit();
-            wgmma_wait<0>();
-            __syncwarp();
-            if (lane < CLUSTER_N)
-                mbar_arrive_cluster(cluster_addr(empty(s), lane));
+            wgmma_wait<INFLIGHT>();
+            const int done = kt - INFLIGHT;
+            if (done >= 0) {
+                __syncwarp();
+                if (lane < CLUSTER_N)
+                    mbar_arrive_cluster(cluster_addr(empty(done % STAGES), lane));
+            }
+        };
+        unsigned a0[BK / 8][4], a1[BK / 8][4];
+        for (int kt = 0; kt < numTiles; kt += 2) {
+            step(kt, a0);
+            if (kt + 1 < numTiles)
+                step(kt + 1, a1);
         }
+        wgmma_wait<0>();  // (the last slot need not be freed: the producer is done with it)
 
         // Epilogue: d[4j + e] is (C^T)[r][m'] with r = 16w + g + 8 (e / 2), m' = 8j + 2t + e % 2, i.e. C row
         // row0 + m', column col0 + 64c + n(r) with n() the fragment-row permutation above.
