@@ -117,8 +117,8 @@ __device__ __forceinline__ unsigned cluster_addr(unsigned bar, unsigned rank) {
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(out) : "r"(bar), "r"(rank));
     return out;
 }
-__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar) {
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar) {  // (release at CTA scope, the default:
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");  // consumers only read)
 }
 // tma_load_2d into the same shared offset of every block in `mask`, completing each one's `bar`.
 __device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const TensorMap* map, int x, int y, unsigned bar,
@@ -128,8 +128,12 @@ __device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const Tensor
         " [%0], [%1, {%2, %3}], [%4], %5;\n"
         ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar), "h"(mask) : "memory");
 }
+// All threads of the cluster (of the block, without clusters) meet here.
 __device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+    if (CLUSTER_N > 1)
+        asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+    else
+        __syncthreads();
 }
 __device__ __forceinline__ unsigned cluster_rank() {
     unsigned r;
@@ -227,7 +231,13 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[128], const unsigned (&a)[
 }
 #endif
 
-extern "C" __global__ void __launch_bounds__(NTHREADS, 1) __cluster_dims__(CLUSTER_N, 1, 1)
+#if CLUSTER_N > 1
+#define CLUSTER_ATTR __cluster_dims__(CLUSTER_N, 1, 1)  // a plain launch then runs in clusters of CLUSTER_N
+#else
+#define CLUSTER_ATTR
+#endif
+
+extern "C" __global__ void __launch_bounds__(NTHREADS, 1) CLUSTER_ATTR
 sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                  const float* __restrict__ B, float beta, float* __restrict__ C) {
     extern __shared__ unsigned char smem_raw[];
@@ -333,7 +343,9 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
             const int done = kt - INFLIGHT;
             if (done >= 0) {
                 __syncwarp();
-                if (lane < CLUSTER_N)
+                if (CLUSTER_N == 1 && lane == 0)
+                    mbar_arrive(empty(done % STAGES));
+                else if (lane < CLUSTER_N)
                     mbar_arrive_cluster(cluster_addr(empty(done % STAGES), lane));
             }
         };
