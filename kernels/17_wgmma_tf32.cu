@@ -50,8 +50,8 @@
 #ifndef CLUSTER_N
 #define CLUSTER_N 2  // blocks of a cluster along N: they share A's tile, each copying 1 / CLUSTER_N of it to all
 #endif
-#ifndef INFLIGHT
-#define INFLIGHT 1  // wgmma batches a consumer leaves running while it loads the next tile's fragments (0 or 1)
+#ifndef TF32X3
+#define TF32X3 0  // 1: 3xTF32 (stage 18), FP32-accurate products from three TF32 wgmma per step
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8   // grouped tile order: consecutive blocks walk GROUP_M tile rows before the next column
@@ -70,14 +70,17 @@ static_assert(THREADS == NTHREADS, "THREADS (the launch's block size) must be 12
 #endif
 static_assert(CLUSTER_N == 1 || CLUSTER_N == 2 || CLUSTER_N == 4, "CLUSTER_N: 1, 2 or 4");
 static_assert((BM / CLUSTER_N) % 8 == 0, "each block's share of the A tile is whole 8-line swizzle groups");
-static_assert(INFLIGHT == 0 || INFLIGHT == 1, "INFLIGHT: 0 (wait for each batch) or 1 (one batch in flight)");
 static_assert(GROUP_M >= 1, "GROUP_M >= 1");
 static_assert(BK == 32, "one K-tile line is one 128-byte swizzle line: BK = 32 floats");
 static_assert(BN % 64 == 0 && BN >= 64, "each consumer warpgroup owns 64 columns");
 static_assert(BM == 64 || BM == 128 || BM == 256, "BM is wgmma's N: 64, 128 or 256 here");
 constexpr int A_BYTES = BM * BK * 4, B_BYTES = BK * BN * 4;
-constexpr int SLOT_BYTES = A_BYTES + B_BYTES;
-static_assert(A_BYTES % 1024 == 0 && SLOT_BYTES % 1024 == 0, "swizzled slots stay 1024-byte aligned");
+constexpr int B_OFFSET = A_BYTES * (1 + TF32X3);      // with TF32X3 the A tile's small parts sit after it
+constexpr int SLOT_BYTES = B_OFFSET + B_BYTES;
+constexpr int TMA_BYTES = A_BYTES + B_BYTES;          // what the copies bring into a slot
+static_assert(A_BYTES % 1024 == 0 && B_OFFSET % 1024 == 0 && SLOT_BYTES % 1024 == 0, "swizzled slots stay 1024-byte aligned");
+constexpr int EP_LD = 64 + 4;  // row pitch (floats) of the epilogue's staging of a 64-column slice
+static_assert(CONSUMERS * BM * EP_LD * 4 <= STAGES * SLOT_BYTES, "the epilogue stages in the ring");
 constexpr int ACC = BM / 2;  // accumulators per consumer thread: 64 x BM over 128 threads
 
 // The tensor maps of A (box BK x BM) and B (box 32 x BK), written by the launcher before each launch.
@@ -153,6 +156,10 @@ __device__ __forceinline__ unsigned to_tf32(float x) {
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
     return r;
 }
+// x - tf32_truncated(x), rounded to TF32: the part of x that wgmma drops when it reads x as TF32.
+__device__ __forceinline__ float small_part(float x) {
+    return __uint_as_float(to_tf32(x - __uint_as_float(__float_as_uint(x) & 0xFFFFE000u)));
+}
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
@@ -161,7 +168,7 @@ __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sy
 // d(64 x BM) += a(64 x 8, registers) * b(8 x BM, shared memory via descriptor): one warpgroup's wgmma.
 #if 0
 #elif BM == 64
-__device__ __forceinline__ void wgmma_tf32(float (&d)[32], const unsigned (&a)[4], unsigned long long descB) {
+__device__ __forceinline__ void wgmma_tf32(float (&d)[32], const unsigned (&a)[4], unsigned long long descB, int scaleD) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
@@ -173,10 +180,10 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[32], const unsigned (&a)[4
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(scaleD));
 }
 #elif BM == 128
-__device__ __forceinline__ void wgmma_tf32(float (&d)[64], const unsigned (&a)[4], unsigned long long descB) {
+__device__ __forceinline__ void wgmma_tf32(float (&d)[64], const unsigned (&a)[4], unsigned long long descB, int scaleD) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
@@ -194,10 +201,10 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[64], const unsigned (&a)[4
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(scaleD));
 }
 #elif BM == 256
-__device__ __forceinline__ void wgmma_tf32(float (&d)[128], const unsigned (&a)[4], unsigned long long descB) {
+__device__ __forceinline__ void wgmma_tf32(float (&d)[128], const unsigned (&a)[4], unsigned long long descB, int scaleD) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "
@@ -227,7 +234,7 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[128], const unsigned (&a)[
           "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(scaleD));
 }
 #endif
 
@@ -283,7 +290,7 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                 const int s = kt % STAGES;
                 if (kt >= STAGES)
                     mbar_wait(empty(s), ((kt / STAGES) - 1) & 1);  // the consumers are done with round - 1
-                mbar_expect_tx(full(s), SLOT_BYTES);
+                mbar_expect_tx(full(s), TMA_BYTES);
                 const unsigned slot = base + s * SLOT_BYTES;
                 // This block's share of the A tile (rows rank * BM / CLUSTER_N ...) goes to every block
                 // of the cluster; the others' shares arrive here the same way.
@@ -295,7 +302,7 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                     tma_load_2d(slot, &tmap_a, kt * BK, row0, full(s));
 #pragma unroll
                 for (int bx = 0; bx < BN / 32; ++bx)
-                    tma_load_2d(slot + A_BYTES + bx * (BK * 32 * 4), &tmap_b, col0 + 32 * bx, kt * BK, full(s));
+                    tma_load_2d(slot + B_OFFSET + bx * (BK * 32 * 4), &tmap_b, col0 + 32 * bx, kt * BK, full(s));
             }
         }
     } else {  // consumer warpgroups
@@ -318,64 +325,114 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
             d[i] = 0.0f;
 
         // One K-tile: wait for its slot, load and round this lane's fragments of B^T, issue the BK / 8 wgmma
-        // as one batch, then wait until at most INFLIGHT batches run, and free the slot of the newest
-        // finished batch in every block of the cluster (each one's producer copies into it). With INFLIGHT
-        // = 1 the fragment loads of tile kt overlap the wgmma of tile kt - 1; the fragment sets alternate
-        // (a0 for even tiles, a1 for odd), so a set is rewritten only after the batch that read it is done.
-        // ptxas cannot see that and serialises the wgmma of a batch (warning C7513), yet measured, the
-        // overlap is worth far more than that costs (see kernels/NOTES.md).
-        auto step = [&](int kt, unsigned (&a)[BK / 8][4]) {
+        // as one batch, wait for it, and free the slot in every block of the cluster (each one's producer
+        // copies into it). The fragment loads of the next tile wait for the batch: with two consumer
+        // warpgroups taking turns on the tensor cores that costs less than leaving a batch in flight, which
+        // makes ptxas serialise the wgmma (warning C7513; measured in kernels/NOTES.md).
+        //
+        // TF32X3 = 1 (stage 18): B^T's fragments split into big = tf32(x) and small = tf32(x - big) in
+        // registers. wgmma reads the A tile's FP32 bits as TF32 by dropping the low 13 (truncation), so
+        // big(A) is the tile itself, and the consumers write small(A) = tf32(A - big(A)) beside it (same
+        // swizzled layout: the operation is elementwise), made visible to wgmma's async proxy by a fence,
+        // then meet at a barrier. The three products of a tile (small x big, big x small, big x big) sum
+        // from zero in `part`, which FADDs into the running sum d: the tensor core's accumulator truncates,
+        // FADD rounds to nearest (stage 16's lesson), so d never takes a truncated addition.
+#if TF32X3
+        float part[ACC];
+#endif
+        for (int kt = 0; kt < numTiles; ++kt) {
             const int s = kt % STAGES;
             mbar_wait(full(s), (kt / STAGES) & 1);
-            const float* bt = reinterpret_cast<const float*>(slots + s * SLOT_BYTES + A_BYTES);
+            unsigned char* slot = slots + s * SLOT_BYTES;
+            const float* bt = reinterpret_cast<const float*>(slot + B_OFFSET);
+            const unsigned aTile = base + s * SLOT_BYTES;
+            unsigned a[BK / 8][4];
+#if TF32X3
+            {
+                const float4* big = reinterpret_cast<const float4*>(slot);
+                float4* small = reinterpret_cast<float4*>(slot + A_BYTES);
+                for (int i = ti + 128 * c; i < A_BYTES / 16; i += 128 * CONSUMERS) {
+                    const float4 x = big[i];
+                    small[i] = make_float4(small_part(x.x), small_part(x.y), small_part(x.z), small_part(x.w));
+                }
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                asm volatile("bar.sync 1, %0;\n" ::"n"(128 * CONSUMERS) : "memory");
+            }
+            unsigned aSmall[BK / 8][4];
+#pragma unroll
+            for (int kk = 0; kk < BK / 8; ++kk)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const float x = bt[frag[i] + kk * 8 * 32];
+                    a[kk][i] = to_tf32(x);
+                    aSmall[kk][i] = to_tf32(x - __uint_as_float(a[kk][i]));
+                }
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BK / 8; ++kk)
+                wgmma_tf32(part, aSmall[kk], wgmma_desc(aTile + kk * 32), kk > 0);  // kk = 0: part = product
+#pragma unroll
+            for (int kk = 0; kk < BK / 8; ++kk)
+                wgmma_tf32(part, a[kk], wgmma_desc(aTile + A_BYTES + kk * 32), 1);
+#pragma unroll
+            for (int kk = 0; kk < BK / 8; ++kk)
+                wgmma_tf32(part, a[kk], wgmma_desc(aTile + kk * 32), 1);
+            wgmma_commit();
+            wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < ACC; ++i)
+                d[i] += part[i];
+#else
 #pragma unroll
             for (int kk = 0; kk < BK / 8; ++kk)
 #pragma unroll
                 for (int i = 0; i < 4; ++i)
                     a[kk][i] = to_tf32(bt[frag[i] + kk * 8 * 32]);
-            const unsigned aTile = base + s * SLOT_BYTES;
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BK / 8; ++kk)
-                wgmma_tf32(d, a[kk], wgmma_desc(aTile + kk * 32));
+                wgmma_tf32(d, a[kk], wgmma_desc(aTile + kk * 32), 1);
             wgmma_commit();
-            wgmma_wait<INFLIGHT>();
-            const int done = kt - INFLIGHT;
-            if (done >= 0) {
-                __syncwarp();
-                if (CLUSTER_N == 1 && lane == 0)
-                    mbar_arrive(empty(done % STAGES));
-                else if (lane < CLUSTER_N)
-                    mbar_arrive_cluster(cluster_addr(empty(done % STAGES), lane));
-            }
-        };
-        unsigned a0[BK / 8][4], a1[BK / 8][4];
-        for (int kt = 0; kt < numTiles; kt += 2) {
-            step(kt, a0);
-            if (kt + 1 < numTiles)
-                step(kt + 1, a1);
+            wgmma_wait<0>();
+#endif
+            __syncwarp();
+            if (CLUSTER_N == 1 && lane == 0)
+                mbar_arrive(empty(s));
+            else if (lane < CLUSTER_N)
+                mbar_arrive_cluster(cluster_addr(empty(s), lane));
         }
-        wgmma_wait<0>();  // (the last slot need not be freed: the producer is done with it)
 
-        // Epilogue: d[4j + e] is (C^T)[r][m'] with r = 16w + g + 8 (e / 2), m' = 8j + 2t + e % 2, i.e. C row
-        // row0 + m', column col0 + 64c + n(r) with n() the fragment-row permutation above.
+        // Epilogue, through shared memory so that C is read and written in whole 16-byte pieces along rows.
+        // d[4j + 2h + e] is (C^T)[r][m'] with r = 16w + g + 8h, m' = 8j + 2t + e: C row row0 + m', column
+        // col0 + 64c + n(r), n() the fragment-row permutation above. Once both consumer warpgroups are past
+        // the ring (every copy into it has landed: each was waited for), each stages its 64-column slice
+        // there, rows EP_LD floats apart, then streams it row by row: a warp covers two rows of 64 floats.
+        asm volatile("bar.sync 1, %0;\n" ::"n"(128 * CONSUMERS) : "memory");
+        float* stage = reinterpret_cast<float*>(slots) + c * (BM * EP_LD);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const int s = 2 * w + h;
-            const int col = col0 + 64 * c + 32 * (s / 4) + 16 * (g / 4) + 4 * (s % 4) + g % 4;
-            if (col >= N)
-                continue;
+            const int s = 2 * w + h, n = 32 * (s / 4) + 16 * (g / 4) + 4 * (s % 4) + g % 4;
 #pragma unroll
             for (int j = 0; j < BM / 8; ++j)
 #pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int row = row0 + 8 * j + 2 * t + e;
-                    if (row < M) {
-                        float* p = C + (size_t)row * N + col;
-                        const float v = alpha * d[4 * j + 2 * h + e];
-                        *p = beta == 0.0f ? v : v + beta * *p;
-                    }
+                for (int e = 0; e < 2; ++e)
+                    stage[(8 * j + 2 * t + e) * EP_LD + n] = d[4 * j + 2 * h + e];
+        }
+        asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
+#pragma unroll 4
+        for (int it = 0; it < BM * 16 / 128; ++it) {
+            const int idx = it * 128 + ti, r = idx / 16, q = idx % 16;
+            const int row = row0 + r, col = col0 + 64 * c + 4 * q;
+            if (row < M && col < N) {  // N % 4 == 0: a piece is wholly inside or wholly outside
+                float4 v = *reinterpret_cast<const float4*>(&stage[r * EP_LD + 4 * q]);
+                float4* p = reinterpret_cast<float4*>(C + (size_t)row * N + col);
+                v.x *= alpha; v.y *= alpha; v.z *= alpha; v.w *= alpha;
+                if (beta != 0.0f) {
+                    const float4 old = *p;
+                    v.x += beta * old.x; v.y += beta * old.y; v.z += beta * old.z; v.w += beta * old.w;
                 }
+                *p = v;
+            }
         }
     }
     __syncwarp();
