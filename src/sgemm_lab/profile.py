@@ -56,6 +56,7 @@ METRICS = {
     "launch__block_size": "block_size",
     "launch__grid_size": "grid_size",
     "sm__inst_issued.avg.pct_of_peak_sustained_active": "issue_slot_utilisation_pct",
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active": "tensor_pipe_pct",  # HMMA and HGMMA
     "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum": "ffma_thread_instructions",
     "sm__sass_thread_inst_executed_op_fadd_pred_on.sum": "fadd_thread_instructions",
     "sm__sass_thread_inst_executed_op_fmul_pred_on.sum": "fmul_thread_instructions",

@@ -311,7 +311,8 @@ NCU_KEYS = [("duration", "duration"), ("sm_throughput_pct", "SM throughput %"),
             ("l2_hit_rate_pct", "L2 hit %"), ("l1_hit_rate_pct", "L1 hit %"),
             ("smem_bank_conflicts_ld", "bank conflicts (ld)"), ("smem_bank_conflicts_st", "bank conflicts (st)"),
             ("achieved_occupancy_pct", "achieved occupancy %"), ("theoretical_occupancy_pct", "theoretical occupancy %"),
-            ("registers_per_thread", "registers/thread"), ("issue_slot_utilisation_pct", "issue slots busy %")]
+            ("registers_per_thread", "registers/thread"), ("issue_slot_utilisation_pct", "issue slots busy %"),
+            ("tensor_pipe_pct", "tensor pipe busy %")]
 
 
 def dispatch_table(cfg: LabConfig, spec, rows: pd.DataFrame) -> list[str]:

@@ -1,0 +1,80 @@
+"""TMA stages' host-side rules: tensor-map requests, the rows16 shape rule, cluster-rounded grids and the
+per-stage compile target. No GPU: the driver's encoder is not called here."""
+
+import pytest
+
+from sgemm_lab import config as cfgmod
+from sgemm_lab import geometry, tensormap
+from sgemm_lab.compile import target_arch
+from sgemm_lab.config import Shape
+from sgemm_lab.errors import CompileError, ConfigError, LabError
+
+
+def wgmma(lab):
+    return lab.kernel("17_wgmma_tf32")
+
+
+def test_requests_follow_the_operands_and_the_config_boxes(lab):
+    spec = wgmma(lab)
+    a, b = tensormap.requests(spec, Shape(m=1000, n=600, k=1004))
+    assert (a.symbol, a.operand, a.dims, a.row_bytes) == ("tmap_a", "A", (1004, 1000), 4016)
+    assert (b.symbol, b.operand, b.dims, b.row_bytes) == ("tmap_b", "B", (600, 1004), 2400)
+    p = spec.params
+    assert a.box == (p["BK"], p["BM"] // p["CLUSTER_N"]) and b.box == (32, p["BK"])
+    assert a.swizzle == b.swizzle == 128
+
+
+@pytest.mark.parametrize("shape, operand", [(Shape(m=64, n=64, k=66), "A"), (Shape(m=64, n=66, k=64), "B")])
+def test_rows_off_16_byte_boundaries_are_refused_naming_the_map(lab, shape, operand):
+    with pytest.raises(LabError, match=f"of {operand} .*not a multiple of 16 B"):
+        tensormap.requests(wgmma(lab), shape)
+
+
+def test_a_box_wider_than_its_swizzle_is_refused(lab):
+    spec = wgmma(lab)
+    wide = spec.__class__(**{**spec.__dict__, "tensor_maps": ({"symbol": "tmap_b", "operand": "B", "box": (64, 32),
+                                                              "swizzle": 128},)})
+    with pytest.raises(LabError, match="exceeds the 128-byte swizzle"):
+        tensormap.requests(wide, Shape(m=256, n=256, k=256))
+
+
+def test_rows16_stages_take_any_m_and_name_the_dimensions_they_refuse(lab):
+    spec = wgmma(lab)
+    assert geometry.unsupported_reason(spec, Shape(m=1001, n=1000, k=1004)) is None
+    reason = geometry.unsupported_reason(spec, Shape(m=257, n=131, k=67))
+    assert "N=131" in reason and "K=67" in reason and "M=" not in reason
+
+
+def test_cluster_stages_get_whole_clusters_along_n(lab):
+    spec = wgmma(lab)
+    assert spec.params["CLUSTER_N"] == 2
+    assert geometry.plan(spec, Shape(m=256, n=128, k=64)).grid == (2, 1, 1)  # one tile, padded to a cluster
+    assert geometry.plan(spec, Shape(m=300, n=300, k=64)).grid == (4, 2, 1)  # three tiles -> two clusters
+    assert geometry.plan(spec.with_params(CLUSTER_N=1), Shape(m=300, n=300, k=64)).grid == (3, 2, 1)
+
+
+def test_arch_specific_stages_compile_for_their_target_or_say_why_not(lab):
+    spec = wgmma(lab)
+    assert spec.arch == "sm_90a"
+    assert target_arch(spec, "sm_90") == "sm_90a"
+    with pytest.raises(CompileError, match="built for sm_90a only.*sm_80"):
+        target_arch(spec, "sm_80")
+    assert target_arch(lab.kernel("15_mma_tf32"), "sm_80") == "sm_80"
+
+
+def test_schema_refuses_a_tensor_map_of_an_unknown_operand(raw_config):
+    raw = dict(raw_config)
+    raw["kernels"] = [dict(k) for k in raw_config["kernels"]]
+    entry = next(k for k in raw["kernels"] if k["id"] == "17_wgmma_tf32")
+    entry["tensor_maps"] = [{"symbol": "tmap_a", "operand": "C", "box": [32, 128]}]
+    with pytest.raises(ConfigError, match="tensor_maps"):
+        cfgmod.from_dict(raw)
+
+
+def test_box_expressions_must_name_known_parameters(raw_config):
+    raw = dict(raw_config)
+    raw["kernels"] = [dict(k) for k in raw_config["kernels"]]
+    entry = next(k for k in raw["kernels"] if k["id"] == "17_wgmma_tf32")
+    entry["tensor_maps"] = [{"symbol": "tmap_a", "operand": "A", "box": ["BK", "NOPE"]}]
+    with pytest.raises(ConfigError, match="NOPE"):
+        cfgmod.from_dict(raw)
