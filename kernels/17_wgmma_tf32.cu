@@ -165,8 +165,9 @@ __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_grou
 template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
 
-// d(64 x n) += a(64 x 8, registers) * b(8 x n, shared memory via descriptor): one warpgroup's wgmma, for
-// n = 64, 128, 256 (overloads by the accumulator count n / 2). scaleD = 0: d = a * b, d's old value ignored.
+// d(64 x BM) += a(64 x 8, registers) * b(8 x BM, shared memory via descriptor): one warpgroup's wgmma.
+#if 0
+#elif BM == 64
 __device__ __forceinline__ void wgmma_tf32(float (&d)[32], const unsigned (&a)[4], unsigned long long descB, int scaleD) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
@@ -181,6 +182,7 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[32], const unsigned (&a)[4
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(scaleD));
 }
+#elif BM == 128
 __device__ __forceinline__ void wgmma_tf32(float (&d)[64], const unsigned (&a)[4], unsigned long long descB, int scaleD) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
@@ -201,6 +203,7 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[64], const unsigned (&a)[4
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(scaleD));
 }
+#elif BM == 256
 __device__ __forceinline__ void wgmma_tf32(float (&d)[128], const unsigned (&a)[4], unsigned long long descB, int scaleD) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
@@ -233,6 +236,7 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[128], const unsigned (&a)[
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(scaleD));
 }
+#endif
 
 #if CLUSTER_N > 1
 #define CLUSTER_ATTR __cluster_dims__(CLUSTER_N, 1, 1)  // a plain launch then runs in clusters of CLUSTER_N
@@ -334,10 +338,7 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         // from zero in `part`, which FADDs into the running sum d: the tensor core's accumulator truncates,
         // FADD rounds to nearest (stage 16's lesson), so d never takes a truncated addition.
 #if TF32X3
-        // The tile's part is summed a half of the N' columns at a time when BM = 256, so that it needs 64
-        // registers beside d's 128.
-        constexpr int HALVES = BM > 128 ? 2 : 1, PART = ACC / HALVES, HALF_ROWS = BM / HALVES;
-        float part[PART];
+        float part[ACC];
 #endif
         for (int kt = 0; kt < numTiles; ++kt) {
             const int s = kt % STAGES;
@@ -366,25 +367,21 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                     a[kk][i] = to_tf32(x);
                     aSmall[kk][i] = to_tf32(x - __uint_as_float(a[kk][i]));
                 }
+            wgmma_fence();
 #pragma unroll
-            for (int hf = 0; hf < HALVES; ++hf) {
-                const unsigned rows = aTile + hf * HALF_ROWS * 128;  // this half's rows of the A tile
-                wgmma_fence();
+            for (int kk = 0; kk < BK / 8; ++kk)
+                wgmma_tf32(part, aSmall[kk], wgmma_desc(aTile + kk * 32), kk > 0);  // kk = 0: part = product
 #pragma unroll
-                for (int kk = 0; kk < BK / 8; ++kk)  // kk = 0 overwrites part: it starts from zero
-                    wgmma_tf32(part, aSmall[kk], wgmma_desc(rows + kk * 32), kk > 0);
+            for (int kk = 0; kk < BK / 8; ++kk)
+                wgmma_tf32(part, a[kk], wgmma_desc(aTile + A_BYTES + kk * 32), 1);
 #pragma unroll
-                for (int kk = 0; kk < BK / 8; ++kk)
-                    wgmma_tf32(part, a[kk], wgmma_desc(rows + A_BYTES + kk * 32), 1);
+            for (int kk = 0; kk < BK / 8; ++kk)
+                wgmma_tf32(part, a[kk], wgmma_desc(aTile + kk * 32), 1);
+            wgmma_commit();
+            wgmma_wait<0>();
 #pragma unroll
-                for (int kk = 0; kk < BK / 8; ++kk)
-                    wgmma_tf32(part, a[kk], wgmma_desc(rows + kk * 32), 1);
-                wgmma_commit();
-                wgmma_wait<0>();
-#pragma unroll
-                for (int i = 0; i < PART; ++i)  // accumulator j-blocks of 8 columns: the half's are contiguous
-                    d[hf * PART + i] += part[i];
-            }
+            for (int i = 0; i < ACC; ++i)
+                d[i] += part[i];
 #else
 #pragma unroll
             for (int kk = 0; kk < BK / 8; ++kk)
