@@ -1,0 +1,162 @@
+"""Launchers (the middle layer, as in the Triton matmul tutorial): a configured kernel or a cuBLAS
+baseline behind one call, C = alpha * A @ B + beta * C; shapes checked and launches derived from the
+config (geometry), tensor maps written for TMA stages."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .. import geometry
+from ..compile import compile_options
+from ..config import KernelSpec, Shape
+from ..errors import CompileError, LabError
+from .build import BuildRecord
+from .device import DeviceInfo, driver
+
+class KernelLauncher:
+    """Launches one configured kernel: checks the shape, derives the launch, launches."""
+
+    def __init__(self, spec: KernelSpec, cubin: bytes):
+        cuda = driver()
+        self.spec = spec
+        self.module = cuda.module_from_buffer(cubin)
+        try:
+            self.func = self.module.get_function(spec.entry)
+        except cuda.LogicError:
+            raise CompileError(f"kernel {spec.id}: entry '{spec.entry}' not found in {spec.source}") from None
+        self.fused = spec.signature == "fused"
+        self.func.prepare("iiifPiPifPiPPi" if self.fused else "iiifPPfP")
+        self._maps = None  # [encoder, {symbol: device address}, key of the maps last written]
+        if spec.tensor_maps and self.fused:
+            raise CompileError(f"kernel {spec.id}: tensor maps are written for the gemm signature only")
+        if spec.tensor_maps:
+            from .tensormap import MAP_BYTES, Encoder
+
+            symbols = {}
+            for m in spec.tensor_maps:
+                try:
+                    ptr, size = self.module.get_global(m["symbol"])
+                except cuda.LogicError:
+                    raise CompileError(f"kernel {spec.id}: tensor map variable '{m['symbol']}' not in {spec.source}") from None
+                if size != MAP_BYTES:
+                    raise CompileError(f"kernel {spec.id}: '{m['symbol']}' is {size} B, a tensor map is {MAP_BYTES} B")
+                symbols[m["symbol"]] = ptr
+            self._maps = [Encoder(), symbols, None]
+        if spec.dynamic_shared:
+            smem = geometry.shared_bytes(spec)
+            if smem > 48 * 1024:  # above 48 KiB a kernel must opt in to more dynamic shared memory
+                self.func.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+
+    def resources(self, arch: str, compile_s: float) -> BuildRecord:
+        f = self.func
+        return BuildRecord(kernel=self.spec.id, entry=self.spec.entry, arch=arch,
+                           options=compile_options(self.spec), registers=f.num_regs,
+                           shared_static_bytes=f.shared_size_bytes, local_bytes=f.local_size_bytes,
+                           max_threads_per_block=f.max_threads_per_block, compile_s=compile_s)
+
+    def launch_problem(self, dev: DeviceInfo) -> str | None:
+        """Why the compiled kernel cannot launch its configured block on ``dev`` (None if it can)."""
+        threads = geometry.threads_per_block(self.spec)
+        if threads > self.func.max_threads_per_block:
+            return (f"{threads} threads per block but the build allows {self.func.max_threads_per_block} "
+                    f"({self.func.num_regs} registers per thread, {dev.max_registers_per_block} per block)")
+        dyn = geometry.shared_bytes(self.spec) if self.spec.dynamic_shared else 0
+        total = self.func.shared_size_bytes + dyn
+        limit = dev.max_shared_per_block_optin if dyn else dev.max_shared_per_block
+        if total > limit:
+            return f"{total} B shared memory per block > {limit} B on {dev.name}"
+        return None
+
+    def check_launchable(self, dev: DeviceInfo) -> None:
+        problem = self.launch_problem(dev)
+        if problem:
+            raise CompileError(f"kernel {self.spec.id}: {problem}")
+
+    def __call__(self, shape: Shape, alpha: float, a, b, beta: float, c, stream) -> None:
+        """C = alpha*A@B + beta*C on packed row-major data (a fused kernel: no bias, D = C)."""
+        if self.fused:
+            self.fused_call(shape, alpha, a, shape.k, b, shape.n, beta, c, shape.n, 0, c, shape.n, stream)
+            return
+        launch = geometry.plan(self.spec, shape)  # ShapeError before anything runs
+        if self._maps:
+            self._write_maps(shape, a, b, stream)
+        self.func.prepared_async_call(launch.grid, launch.block, stream,
+                                      shape.m, shape.n, shape.k, alpha, a, b, beta, c,
+                                      shared_size=launch.shared_bytes)
+
+    def _write_maps(self, shape: Shape, a, b, stream) -> None:
+        """Encode the stage's tensor maps for these operands and copy them into its variables, in stream
+        order (skipped when the operands and shape are those of the last launch, as in a timing loop)."""
+        from .tensormap import requests
+
+        encode, symbols, last = self._maps
+        key = (int(a), int(b), shape)
+        if key == last:
+            return
+        cuda = driver()
+        for req in requests(self.spec, shape):
+            blob = np.frombuffer(encode(req, int(a) if req.operand == "A" else int(b)), np.uint8)
+            cuda.memcpy_htod_async(symbols[req.symbol], blob, stream)  # pageable: staged before return
+        self._maps[2] = key
+
+    def fused_call(self, shape: Shape, alpha: float, a, lda: int, b, ldb: int, beta: float, c, ldc: int,
+                   bias, d, ldd: int, stream) -> None:
+        """D = act(alpha*A@B + beta*C + bias) with leading dimensions (bias 0 = none)."""
+        if not self.fused:
+            raise LabError(f"kernel {self.spec.id} has no fused-epilogue entry (signature gemm)")
+        if lda < shape.k or ldb < shape.n or ldc < shape.n or ldd < shape.n:
+            raise LabError(f"kernel {self.spec.id}: leading dimensions {lda}, {ldb}, {ldc}, {ldd} too small for {shape}")
+        launch = geometry.plan(self.spec, shape)
+        self.func.prepared_async_call(launch.grid, launch.block, stream, shape.m, shape.n, shape.k, alpha,
+                                      a, lda, b, ldb, beta, c, ldc, int(bias), d, ldd,
+                                      shared_size=launch.shared_bytes)
+
+
+class CublasLauncher:
+    """cuBLAS SGEMM on row-major data (computes C^T = B^T A^T in column-major): strict FP32 (the
+    default), or with ``tf32`` TF32 tensor-op math (inputs rounded to TF32, FP32 accumulation)."""
+
+    def __init__(self, stream, *, tf32: bool = False):
+        driver()
+        from nvmath.bindings import cublas
+
+        if not tf32 and os.environ.get("NVIDIA_TF32_OVERRIDE", "") not in ("", "0"):
+            raise LabError("cuBLAS baseline: NVIDIA_TF32_OVERRIDE is set and would allow TF32; unset it")
+        self._cublas = cublas
+        self.handle = cublas.create()
+        cublas.set_stream(self.handle, stream.handle)
+        want = cublas.Math.TF32_TENSOR_OP_MATH if tf32 else cublas.Math.DEFAULT_MATH
+        cublas.set_math_mode(self.handle, want)
+        mode = cublas.get_math_mode(self.handle)
+        fast = (cublas.Math.TENSOR_OP_MATH, cublas.Math.TF32_TENSOR_OP_MATH, cublas.Math.FP32_EMULATED_BF16X9_MATH)
+        if tf32 and (mode & 0xF) != int(want):
+            raise LabError(f"cuBLAS TF32 baseline: math mode {mode}, not TF32_TENSOR_OP_MATH")
+        if not tf32 and (mode & 0xF) in {int(m) for m in fast}:
+            raise LabError(f"cuBLAS baseline: math mode {mode} is not strict FP32")
+        self.math_mode = cublas.Math(mode & 0xF).name
+        self.version = cublas.get_version(self.handle)
+        self._alpha = np.zeros(1, np.float32)
+        self._beta = np.zeros(1, np.float32)
+
+    def __call__(self, shape: Shape, alpha: float, a, b, beta: float, c, stream) -> None:
+        cb = self._cublas
+        self._alpha[0], self._beta[0] = alpha, beta  # host pointer mode: read during the call
+        op_n = cb.Operation.N
+        cb.sgemm(self.handle, op_n, op_n, shape.n, shape.m, shape.k, self._alpha.ctypes.data,
+                 int(b), shape.n, int(a), shape.k, self._beta.ctypes.data, int(c), shape.n)
+
+    def close(self) -> None:
+        if self.handle:
+            self._cublas.destroy(self.handle)
+            self.handle = 0
+
+
+def library_launcher(impl: str, stream) -> CublasLauncher:
+    """The launcher of a GPU library baseline (config.GPU_BASELINES)."""
+    from .config import GPU_BASELINES
+
+    if impl not in GPU_BASELINES:
+        raise LabError(f"{impl} is not a GPU library baseline")
+    return CublasLauncher(stream, tf32=impl == "cublas_tf32")
