@@ -1,0 +1,46 @@
+"""Whether two runs wrote the same result rows, timings aside: for a refactor that must not change
+behaviour (same config and seed, e.g. `--config seed=1`). Compares check.csv, bench.csv and build.csv of
+reports/<run> for each run, dropping the columns that measure time or name the commit.
+
+    python tools/same_rows.py test-before test-after
+"""
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+VOLATILE = {"median_ms", "min_ms", "q1_ms", "q3_ms", "iqr_ms", "max_ms", "reps", "tflops", "pct_cublas", "warmup_s",
+            "warmup_launches", "sm_clock_before_mhz", "sm_clock_after_mhz", "compile_s", "git_commit", "date",
+            "source", "options", "compile_options"}  # (paths and flags name the checkout's directory)
+
+
+def table(run: str, name: str) -> pd.DataFrame:
+    df = pd.read_csv(Path("reports") / run / f"{name}.csv")
+    keep = [c for c in df.columns if c not in VOLATILE]
+    return df[keep].sort_values([c for c in ("kernel", "m", "n", "k", "mode") if c in keep]).reset_index(drop=True)
+
+
+def main(a: str, b: str) -> int:
+    bad = 0
+    for name in ("check", "bench", "build"):
+        x, y = table(a, name), table(b, name)
+        if list(x.columns) != list(y.columns) or len(x) != len(y):
+            print(f"{name}.csv: different shape: {x.shape} {list(x.columns)} vs {y.shape} {list(y.columns)}")
+            bad += 1
+            continue
+        diff = (x != y) & ~(x.isna() & y.isna())
+        rows = diff.any(axis=1)
+        if rows.any():
+            bad += 1
+            cols = sorted(diff.columns[diff.any()])
+            print(f"{name}.csv: {int(rows.sum())} of {len(x)} rows differ in {', '.join(cols)}")
+            print(pd.concat([x[rows][cols].add_suffix(f" ({a})"), y[rows][cols].add_suffix(f" ({b})")], axis=1)
+                  .head(10).to_string())
+        else:
+            print(f"{name}.csv: {len(x)} rows, the same in {len(x.columns)} columns (timings and commit aside)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:3]))
