@@ -32,7 +32,7 @@ class KernelLauncher:
         if spec.tensor_maps and self.fused:
             raise CompileError(f"kernel {spec.id}: tensor maps are written for the gemm signature only")
         if spec.tensor_maps:
-            from .tensormap import MAP_BYTES, Encoder
+            from ..tensormap import MAP_BYTES, Encoder
 
             symbols = {}
             for m in spec.tensor_maps:
@@ -89,7 +89,7 @@ class KernelLauncher:
     def _write_maps(self, shape: Shape, a, b, stream) -> None:
         """Encode the stage's tensor maps for these operands and copy them into its variables, in stream
         order (skipped when the operands and shape are those of the last launch, as in a timing loop)."""
-        from .tensormap import requests
+        from ..tensormap import requests
 
         encode, symbols, last = self._maps
         key = (int(a), int(b), shape)
@@ -155,7 +155,7 @@ class CublasLauncher:
 
 def library_launcher(impl: str, stream) -> CublasLauncher:
     """The launcher of a GPU library baseline (config.GPU_BASELINES)."""
-    from .config import GPU_BASELINES
+    from ..config import GPU_BASELINES
 
     if impl not in GPU_BASELINES:
         raise LabError(f"{impl} is not a GPU library baseline")
