@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 VOLATILE = {"median_ms", "min_ms", "q1_ms", "q3_ms", "iqr_ms", "max_ms", "reps", "tflops", "pct_cublas", "warmup_s",
-            "warmup_launches", "sm_clock_before_mhz", "sm_clock_after_mhz", "compile_s", "git_commit", "date",
+            "warmup_launches", "sm_clock_before_mhz", "sm_clock_after_mhz", "compile_s", "tuned_tflops", "git_commit", "date",
             "source", "options", "compile_options"}  # (paths and flags name the checkout's directory)
 
 
