@@ -9,6 +9,8 @@ import pytest
 from conftest import ROOT
 
 from sgemm_lab import cublaslt as lt
+from sgemm_lab import epilogue_math as em
+from sgemm_lab import unfused
 from sgemm_lab.errors import LabError, ShapeError
 
 
@@ -24,9 +26,11 @@ def test_module_imports_without_pycuda_or_nvmath():
                 return None
 
         sys.meta_path.insert(0, Block())
-        import sgemm_lab.cublaslt as m
+        import sgemm_lab.cublaslt
+        import sgemm_lab.epilogue_math as em
+        import sgemm_lab.unfused as un
         assert "pycuda" not in sys.modules and "nvmath" not in sys.modules
-        print(m.GELU_FORM, m.bias_act_source().count("bias_act"))
+        print(em.GELU_FORM, un.bias_act_source().count("bias_act"))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -57,7 +61,7 @@ def _colmajor(buf, layout):
                                            strides=(4, 4 * layout.ld), writeable=False)
 
 
-@pytest.mark.parametrize("act", lt.ACTS)
+@pytest.mark.parametrize("act", em.ACTS)
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_column_major_semantics_give_the_row_major_result(act, with_bias):
     """Emulate what cublasLtMatmul computes on the swapped problem (bias broadcast along the rows
@@ -79,12 +83,12 @@ def test_column_major_semantics_give_the_row_major_result(act, with_bias):
         acc = acc + bias.astype(np.float64)[:, None]  # length = rows of cuBLASLt's D
     d_buf = np.full(m * ldd, np.nan, np.float32)
     np.lib.stride_tricks.as_strided(d_buf, shape=(p.d.rows, p.d.cols), strides=(4, 4 * p.d.ld))[:] = \
-        lt.act_reference(acc, act)
+        em.act_reference(acc, act)
 
     def rows(buf, r, c, ld):
         return buf.reshape(r, ld)[:, :c]
 
-    want = lt.reference(rows(a_buf, m, k, lda), rows(b_buf, k, n, ldb), rows(c_buf, m, n, ldc),
+    want = em.reference(rows(a_buf, m, k, lda), rows(b_buf, k, n, ldb), rows(c_buf, m, n, ldc),
                         bias, alpha, beta, act)
     got = rows(d_buf, m, n, ldd)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
@@ -92,7 +96,7 @@ def test_column_major_semantics_give_the_row_major_result(act, with_bias):
 
 
 def test_epilogue_names_cover_act_and_bias():
-    assert {(a, b): lt.epilogue_name(a, b) for a in lt.ACTS for b in (False, True)} == {
+    assert {(a, b): lt.epilogue_name(a, b) for a in em.ACTS for b in (False, True)} == {
         ("none", False): "DEFAULT", ("none", True): "BIAS", ("relu", False): "RELU",
         ("relu", True): "RELU_BIAS", ("gelu", False): "GELU", ("gelu", True): "GELU_BIAS"}
     with pytest.raises(LabError):
@@ -113,30 +117,30 @@ def test_strict_fp32_impl_flags():
 
 def test_gelu_forms_differ_and_match_known_values():
     x = np.array([-3.0, -1.0, 0.0, 1.0, 2.0])
-    tanh = lt.act_reference(x, "gelu", "tanh")
-    erf = lt.act_reference(x, "gelu", "erf")
+    tanh = em.act_reference(x, "gelu", "tanh")
+    erf = em.act_reference(x, "gelu", "erf")
     np.testing.assert_allclose(erf[3], 0.8413447460685429, rtol=1e-12)  # x * Phi(x) at x = 1
     np.testing.assert_allclose(tanh[3], 0.8411919906082768, rtol=1e-12)
     assert np.abs(tanh - erf).max() > 1e-4  # large enough to tell the forms apart on the GPU
-    assert lt.GELU_FORM in ("tanh", "erf")
-    np.testing.assert_array_equal(lt.act_reference(x, "relu"), np.maximum(x, 0))
+    assert em.GELU_FORM in ("tanh", "erf")
+    np.testing.assert_array_equal(em.act_reference(x, "relu"), np.maximum(x, 0))
 
 
 def test_bias_act_source_and_launch_shape():
-    src = lt.bias_act_source()
+    src = unfused.bias_act_source()
     assert 'extern "C" __global__ void bias_act(int M, int N, const float* __restrict__ bias, float* D, int ldd)' in src
     assert "0.7978845608028654f" in src and "0.044715f" in src and "tanhf" in src
-    assert lt.ACT_CODES == {"none": 0, "relu": 1, "gelu": 2}
-    assert lt.bias_act_blocks(1, 1) == 1
-    assert lt.bias_act_blocks(16, 16) == 1
-    assert lt.bias_act_blocks(16, 17) == 2
-    assert lt.bias_act_blocks(4096, 4096) == 132 * 16
+    assert em.ACT_CODES == {"none": 0, "relu": 1, "gelu": 2}
+    assert unfused.bias_act_blocks(1, 1) == 1
+    assert unfused.bias_act_blocks(16, 16) == 1
+    assert unfused.bias_act_blocks(16, 17) == 2
+    assert unfused.bias_act_blocks(4096, 4096) == 132 * 16
 
 
 @pytest.mark.parametrize("m, n, blocks", [(5, 7, 1), (3, 300, 1), (50, 3, 2), (37, 129, 3), (1, 1000, 2)])
 def test_bias_act_index_walk_visits_each_element_once(m, n, blocks):
     """The kernel's division-free (row, col) stepping, replayed in Python."""
-    threads = lt.BIAS_ACT_THREADS
+    threads = unfused.BIAS_ACT_THREADS
     stride = blocks * threads
     step_rows, step_cols = divmod(stride, n)
     seen = np.zeros((m, n), np.int64)
@@ -152,11 +156,11 @@ def test_bias_act_index_walk_visits_each_element_once(m, n, blocks):
     assert (seen == 1).all()
 
 
-@pytest.mark.parametrize("act", lt.ACTS)
+@pytest.mark.parametrize("act", em.ACTS)
 def test_bias_act_compiles_for_sm90(nvcc, tmp_path, act):
-    code = lt.ACT_CODES[act]
+    code = em.ACT_CODES[act]
     src = tmp_path / "bias_act.cu"
-    src.write_text(lt.bias_act_source())
+    src.write_text(unfused.bias_act_source())
     cubin = tmp_path / f"bias_act_{code}.cubin"
     out = subprocess.run([nvcc, "-cubin", "-arch=sm_90", "-O3", f"-DACT={code}", "-o", str(cubin), str(src)],
                          capture_output=True, text=True, timeout=300)
@@ -166,7 +170,7 @@ def test_bias_act_compiles_for_sm90(nvcc, tmp_path, act):
 
 def test_bias_act_rejects_unknown_act(nvcc, tmp_path):
     src = tmp_path / "bias_act.cu"
-    src.write_text(lt.bias_act_source())
+    src.write_text(unfused.bias_act_source())
     out = subprocess.run([nvcc, "-cubin", "-arch=sm_90", "-DACT=3", "-o", str(tmp_path / "x.cubin"), str(src)],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode != 0 and "ACT must be" in out.stderr
@@ -463,7 +467,7 @@ def test_cublas_plus_bias_act_compiles_and_launches(fake, monkeypatch):
     monkeypatch.setattr(gpu, "CublasLauncher", FakeLauncher)
 
     stream = FakeStream()
-    op = lt.CublasPlusBiasAct(stream, act="gelu")
+    op = unfused.CublasPlusBiasAct(stream, act="gelu")
     assert ("compile", ["-O3", "-DACT=2"], True, True) in fake.launches
     assert ("prepare", "iiPPi") in fake.launches
     shape = Shape(m=4096, n=1000, k=64)
@@ -478,7 +482,7 @@ def test_cublas_plus_bias_act_compiles_and_launches(fake, monkeypatch):
         op(shape, 1.0, 0x100, 0x200, 0.0, 0x300, None, other)
     op.close()
 
-    plain = lt.CublasPlusBiasAct(stream, act="none")
+    plain = unfused.CublasPlusBiasAct(stream, act="none")
     n_before = len(fake.launches)
     plain(shape, 1.0, 0x100, 0x200, 0.0, 0x300, None, stream)
     assert [e[0] for e in fake.launches[n_before:]] == ["sgemm"]  # nothing to add or activate

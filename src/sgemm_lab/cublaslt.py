@@ -1,6 +1,6 @@
-"""cuBLASLt SGEMM with a fused bias/activation epilogue, and the unfused baseline it is compared with.
-
-Both compute, for row-major float32 data,
+"""cuBLASLt SGEMM with a fused bias/activation epilogue (the library side of the epilogue comparison;
+the unfused baseline is ``unfused``, the definition and references ``epilogue_math``). It computes, for
+row-major float32 data,
 
     D = act(alpha * A @ B + beta * C + bias)        A: M x K (lda), B: K x N (ldb), C, D: M x N (ldc, ldd)
 
@@ -37,19 +37,7 @@ so bias[j] is added to every element of our column j: bias of length N, one valu
 column, which is what this module promises. It is added after alpha*AB + beta*C and before the
 activation, so D = act(alpha*A@B + beta*C + bias).
 
-GELU form. The cuBLAS documentation only says "Apply GELU point-wise transform to the results
-(x := GELU(x))" and does not name the formula. Two independent users that must preserve
-semantics treat the epilogue as the tanh approximation
-0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))):
-  * PyTorch (aten/src/ATen/native/cuda/Blas.cpp, addmm_out_cuda_impl): when it cannot use the
-    cuBLASLt GELU epilogue it applies ``at::gelu_(result, "tanh")`` instead ("manually performing
-    a post-GELU because we weren't able to use the GELU epilogue");
-  * XLA (xla/service/gpu/transforms/gemm_rewriter.cc): only the tanh-approximation pattern
-    ("approx_gelu(x) = x * cdf(x), cdf(x) = 0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 *
-    x**3))") is rewritten into the cuBLASLt GELU / BIAS_GELU epilogue.
-Hence ``GELU_FORM = "tanh"``, and the separate bias_act kernel uses the same formula. The two
-forms differ by up to ~5e-4 in absolute value near |x| ~ 2, far above FP32 GEMM error for
-O(1) data, so ``act_reference(x, "gelu", form)`` with both forms tells them apart on the GPU.
+The activation's definition (and the evidence for GELU's tanh form) is in ``epilogue_math``.
 
 Strict FP32. The matmul descriptor is created with CUBLAS_COMPUTE_32F (not *_FAST_TF32 /
 *_FAST_16F / *_FAST_16BF / *_EMULATED_16BFX9) and scale type CUDA_R_32F; the compute type is read
@@ -65,26 +53,17 @@ less aligned pointer is refused rather than run with an algorithm that may not s
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 
-from .errors import CompileError, LabError, ShapeError
-
-GELU_FORM = "tanh"  # see the module docstring for the evidence
-GELU_SQRT_2_OVER_PI = 0.7978845608028654
-GELU_CUBIC = 0.044715
-
-ACTS = ("none", "relu", "gelu")
-ACT_CODES = {"none": 0, "relu": 1, "gelu": 2}  # the ACT macro of the bias_act kernel
+from .epilogue_math import check_act
+from .errors import LabError, ShapeError
 
 ALIGN_BYTES = 256            # alignment assumed for A, B, C, D when the algorithm is chosen
 HEURISTIC_CANDIDATES = 8     # algorithms asked from the heuristic; the best strict one is used
-BIAS_ACT_THREADS = 256
-BIAS_ACT_MAX_BLOCKS = 132 * 16  # 16 blocks of 256 threads per SM on a 132-SM H100 SXM
 
 # cublasLtNumericalImplFlags_t bits (cublasLt.h; same values as
 # nvmath.linalg.advanced.MatmulNumericalImplFlags)
@@ -104,12 +83,6 @@ _EPILOGUES = {
     ("relu", False): "RELU", ("relu", True): "RELU_BIAS",
     ("gelu", False): "GELU", ("gelu", True): "GELU_BIAS",
 }
-
-
-def check_act(act: str) -> str:
-    if act not in ACTS:
-        raise LabError(f"activation '{act}' is not one of {', '.join(ACTS)}")
-    return act
 
 
 def epilogue_name(act: str, bias: bool) -> str:
@@ -168,33 +141,6 @@ def lt_problem(m: int, n: int, k: int, lda: int, ldb: int, ldc: int, ldd: int) -
 def lt_pointers(a, b, c, d) -> tuple:
     """Our (A, B, C, D) -> the (A, B, C, D) arguments of cublasLtMatmul: A and B swap."""
     return b, a, c, d
-
-
-# --------------------------------------------------------------------------- NumPy references
-def act_reference(x: np.ndarray, act: str, gelu_form: str = GELU_FORM) -> np.ndarray:
-    """The activation in float64 (``gelu_form`` 'tanh' or 'erf'; 'erf' is slow on large arrays)."""
-    x = np.asarray(x, dtype=np.float64)
-    if check_act(act) == "none":
-        return x.copy()
-    if act == "relu":
-        return np.maximum(x, 0.0)
-    if gelu_form == "tanh":
-        return 0.5 * x * (1.0 + np.tanh(GELU_SQRT_2_OVER_PI * (x + GELU_CUBIC * x ** 3)))
-    if gelu_form == "erf":
-        erf = np.frompyfunc(math.erf, 1, 1)
-        return 0.5 * x * (1.0 + np.asarray(erf(x / math.sqrt(2.0)), dtype=np.float64))
-    raise LabError(f"GELU form '{gelu_form}' is not 'tanh' or 'erf'")
-
-
-def reference(a: np.ndarray, b: np.ndarray, c: np.ndarray | None, bias: np.ndarray | None,
-              alpha: float, beta: float, act: str, gelu_form: str = GELU_FORM) -> np.ndarray:
-    """act(alpha * A @ B + beta * C + bias) in float64 for row-major A (M x K), B (K x N)."""
-    out = alpha * (np.asarray(a, np.float64) @ np.asarray(b, np.float64))
-    if c is not None and beta != 0.0:
-        out += beta * np.asarray(c, np.float64)
-    if bias is not None:
-        out += np.asarray(bias, np.float64)[None, :]
-    return act_reference(out, act, gelu_form)
 
 
 # ----------------------------------------------------------------------- nvmath binding helpers
@@ -284,6 +230,9 @@ class CublasLtEpilogue:
 
         cuda = gpu.driver()
         refuse_non_strict_env()
+        # Raw bindings, not nvmath.linalg.advanced.Matmul: that API expresses all of this (COMPUTE_32F, the
+        # BIAS/RELU/GELU epilogues, algorithm choice) but takes only NumPy, CuPy or PyTorch arrays as
+        # operands, and the lab's device memory is PyCUDA's; cublasLtMatmul takes device pointers.
         import nvmath
         from nvmath.bindings import cublas
         from nvmath.bindings import cublasLt as lt
@@ -516,125 +465,6 @@ class CublasLtEpilogue:
         self.workspace = self._bias_placeholder = None
 
     def __enter__(self) -> "CublasLtEpilogue":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-# ------------------------------------------------------------------- unfused baseline
-_BIAS_ACT_SOURCE = r"""
-// D[r][c] = act(D[r][c] + bias[c]) in place, for a row-major M x N float matrix with leading
-// dimension ldd; bias (length N) may be nullptr. ACT: 0 none, 1 relu, 2 gelu (tanh form).
-#ifndef ACT
-#define ACT 0
-#endif
-#if ACT != 0 && ACT != 1 && ACT != 2
-#error "ACT must be 0 (none), 1 (relu) or 2 (gelu, tanh form)"
-#endif
-
-__device__ __forceinline__ float apply_act(float x)
-{
-#if ACT == 1
-    return fmaxf(x, 0.0f);
-#elif ACT == 2
-    const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-    return 0.5f * x * (1.0f + tanhf(u));
-#else
-    return x;
-#endif
-}
-
-// Grid-stride loop over the M*N elements in row-major order. The (row, col) of a thread's element
-// advances by a fixed (stride / N, stride % N) per step, so there is no division in the loop.
-extern "C" __global__ void bias_act(int M, int N, const float* __restrict__ bias, float* D, int ldd)
-{
-    if (M <= 0 || N <= 0) return;
-    const unsigned int n = (unsigned int)N;
-    const unsigned int rows = (unsigned int)M;
-    const unsigned int first = blockIdx.x * blockDim.x + threadIdx.x;
-    const unsigned int stride = gridDim.x * blockDim.x;
-    const unsigned int step_rows = stride / n;
-    const unsigned int step_cols = stride - step_rows * n;
-    unsigned int row = first / n;
-    unsigned int col = first - row * n;
-    while (row < rows) {
-        float* p = D + (size_t)row * (size_t)ldd + col;
-        float v = *p;
-        if (bias != nullptr) v += __ldg(bias + col);
-        *p = apply_act(v);
-        col += step_cols;
-        row += step_rows;
-        if (col >= n) {
-            col -= n;
-            ++row;
-        }
-    }
-}
-"""
-
-
-def bias_act_source() -> str:
-    """CUDA source of ``bias_act`` (compile with -DACT=0|1|2, see ACT_CODES)."""
-    return _BIAS_ACT_SOURCE
-
-
-def bias_act_blocks(m: int, n: int, max_blocks: int = BIAS_ACT_MAX_BLOCKS) -> int:
-    """Blocks of BIAS_ACT_THREADS threads for an M x N matrix: one element per thread up to a cap."""
-    return min(-(-(int(m) * int(n)) // BIAS_ACT_THREADS), int(max_blocks))
-
-
-class CublasPlusBiasAct:
-    """Unfused baseline: cuBLAS SGEMM (``gpu.CublasLauncher``, C = alpha*A@B + beta*C for packed
-    row-major data) followed by the bias_act kernel on C, both on the launcher's stream.
-
-    With act 'none' and no bias the second kernel would change nothing and is not launched.
-    """
-
-    def __init__(self, stream, *, act: str, max_blocks: int = BIAS_ACT_MAX_BLOCKS):
-        from . import gpu
-
-        cuda = gpu.driver()
-        from pycuda.compiler import SourceModule
-
-        self.act = check_act(act)
-        self.act_code = ACT_CODES[act]
-        self.max_blocks = int(max_blocks)
-        self.stream = stream
-        self.gemm = gpu.CublasLauncher(stream)
-        try:
-            self.options = ["-O3", f"-DACT={self.act_code}"]
-            try:
-                self.module = SourceModule(bias_act_source(), options=self.options, no_extern_c=True)
-            except cuda.CompileError as exc:
-                first = next((ln.strip() for ln in (exc.stderr or "").splitlines() if "error" in ln), "see log")
-                raise CompileError(f"bias_act (ACT={self.act_code}): nvcc failed: {first}",
-                                   f"{exc}\n{exc.stderr or ''}") from None
-            self.func = self.module.get_function("bias_act")
-            self.func.prepare("iiPPi")
-        except BaseException:
-            self.gemm.close()
-            raise
-        self.version = self.gemm.version
-        self.math_mode = self.gemm.math_mode
-
-    def __call__(self, shape, alpha: float, a, b, beta: float, c, bias, stream) -> None:
-        if stream is not self.stream and getattr(stream, "handle", None) != getattr(self.stream, "handle", None):
-            raise LabError("cuBLAS + bias_act: called on a different stream than the one it was built for")
-        self.gemm(shape, alpha, a, b, beta, c, stream)
-        if self.act_code == 0 and bias is None:
-            return
-        blocks = bias_act_blocks(shape.m, shape.n, self.max_blocks)
-        if blocks <= 0:
-            return
-        self.func.prepared_async_call((blocks, 1), (BIAS_ACT_THREADS, 1, 1), stream,
-                                      int(shape.m), int(shape.n), 0 if bias is None else int(bias),
-                                      int(c), int(shape.n))
-
-    def close(self) -> None:
-        self.gemm.close()
-
-    def __enter__(self) -> "CublasPlusBiasAct":
         return self
 
     def __exit__(self, *exc) -> None:

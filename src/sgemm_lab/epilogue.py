@@ -20,7 +20,7 @@ import numpy as np
 
 from . import verify
 from .config import KernelSpec, LabConfig, Shape
-from .cublaslt import ACT_CODES, act_reference
+from .epilogue_math import ACT_CODES, act_reference
 from .stats import tflops
 
 log = logging.getLogger("sgemm_lab")
@@ -102,7 +102,8 @@ def _compare(spec, act, kern, shape, padded, p, ref, tol, bufs, stream, flusher,
     import pycuda.driver as cuda
 
     from . import gpu
-    from .cublaslt import CublasLtEpilogue, CublasPlusBiasAct
+    from .cublaslt import CublasLtEpilogue
+    from .unfused import CublasPlusBiasAct
 
     dA, dB, dC, dBias, dD = bufs
     rows = []
