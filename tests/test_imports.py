@@ -32,3 +32,55 @@ def test_every_relative_import_resolves():
                 if not hasattr(module, alias.name) and importlib.util.find_spec(f"{target}.{alias.name}") is None:
                     missing.append(f"{path.relative_to(ROOT)}:{node.lineno}: {target}.{alias.name}")
     assert not missing, "unresolved imports:\n" + "\n".join(missing)
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # the parent is a module, not a package
+        return False
+
+
+def _module_level_imports(path: Path, pkg: str) -> set[str]:
+    """Modules of the package that ``path`` imports when it is loaded (not inside functions, not under
+    TYPE_CHECKING)."""
+    out = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for n in ast.walk(node):
+            if isinstance(n, ast.ImportFrom) and n.level:
+                base = importlib.util.resolve_name("." * n.level + (n.module or ""), pkg)
+                for alias in n.names:  # "from . import gpu" names a module; "from .config import X" does not
+                    full = f"{base}.{alias.name}"
+                    out.add(full if _is_module(full) else base)
+    return out
+
+
+def test_the_import_graph_has_no_circle():
+    graph = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if path.name == "__init__.py" else parts)
+        graph[name] = _module_level_imports(path, _package_of(path))
+    state, stack, circles = {}, [], []
+
+    def visit(u):
+        state[u] = "open"
+        stack.append(u)
+        for v in sorted(graph.get(u, ())):
+            if v not in graph:
+                continue
+            if state.get(v) == "open":
+                circles.append(" -> ".join(stack[stack.index(v):] + [v]))
+            elif v not in state:
+                visit(v)
+        stack.pop()
+        state[u] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name)
+    assert not circles, "import circles:\n" + "\n".join(circles)
