@@ -1,19 +1,31 @@
-"""GPU arbitration across the pipeline's processes: an flock on ``results/.gpu.lock``.
+"""GPU arbitration across the pipeline's processes: an flock per GPU, and the pinning of a process to
+the GPU whose lock it holds.
 
 Snakemake may start as many jobs as it has cores; GPU jobs do their CPU-side work (process start,
-imports, compiling) in parallel and queue here for the GPU. Steps that time or profile take the lock
+imports, compiling) in parallel and queue here for a GPU. Steps that time or profile take a lock
 exclusively, steps that only need correct results (checks, sanitizers, builds) share it, so however
-the pipeline is started no timing ever overlaps other GPU work.
+the pipeline is started no timing ever overlaps other GPU work on its GPU.
+
+One visible GPU: the lock is ``results/.gpu.lock`` and nothing else happens. Several (Snakemake
+assigns no device ids; ``--resources gpu=N`` only bounds how many GPU jobs run): the locks are
+``results/.gpu.<index>.lock``; a step takes the first it can get (shared steps start their search at
+a different GPU each, so checks spread), and the process is pinned to that GPU before CUDA starts in
+it (CUDA_VISIBLE_DEVICES = its UUID; ``PIN_ENV`` records index and UUID for the result rows and for
+the point processes, which take the pin from the step that holds the lock, see ``isolate``). A
+process that is pinned, or has started CUDA, only ever locks its own GPU.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from pathlib import Path
 
 from .config import BASELINES, LabConfig
+from .devices import Gpu, visible_gpus  # noqa: F401  (Gpu: for callers)
+from .errors import LabError
 
 log = logging.getLogger("sgemm_lab")
 
@@ -33,13 +45,47 @@ def lock_path() -> Path:
     return Path(os.environ.get("SGEMM_LAB_GPU_LOCK") or "results/.gpu.lock")
 
 
-class gpu_lock:
-    """The lock, exclusive for steps that time, shared for steps that only check."""
+PIN_ENV = "SGEMM_LAB_DEVICE"  # "index:uuid" of the GPU this process (and its children) is pinned to
+POLL_S = 0.05                 # how often a step waiting for any of several GPUs tries them again
 
-    def __init__(self, exclusive: bool = True, path: Path | None = None):
-        self.path = Path(path) if path is not None else lock_path()
+
+def device_lock_path(gpu: Gpu, base: Path | None = None) -> Path:
+    """The lock of one GPU when there are several: ``.gpu.<index>.lock`` beside the single lock."""
+    base = base if base is not None else lock_path()
+    return base.with_name(f".gpu.{gpu.index}.lock")
+
+
+def pinned() -> Gpu | None:
+    """The GPU this process is pinned to (None: not pinned, e.g. a single-GPU machine)."""
+    label = os.environ.get(PIN_ENV)
+    return Gpu.from_label(label) if label else None
+
+
+def _cuda_started() -> bool:
+    gpu = sys.modules.get("sgemm_lab.gpu")
+    return gpu is not None and gpu.driver_initialised()
+
+
+def pin(gpu: Gpu) -> None:
+    """Pin this process (and the processes it starts) to ``gpu``; before CUDA starts in it."""
+    if pinned() == gpu:
+        return
+    if _cuda_started():
+        raise LabError(f"cannot move this process to GPU {gpu.index}: CUDA has started in it on another GPU")
+    os.environ["CUDA_VISIBLE_DEVICES"] = gpu.uuid
+    os.environ[PIN_ENV] = gpu.label
+
+
+class gpu_lock:
+    """A GPU's lock, exclusive for steps that time, shared for steps that only check; with several GPUs
+    the first free one, and this process pinned to it (``device``)."""
+
+    def __init__(self, exclusive: bool = True, path: Path | None = None, devices: list[Gpu] | None = None):
+        self.path = Path(path) if path is not None else lock_path()  # the single lock; per-GPU ones beside it
         self.exclusive = exclusive
         self.fh = None
+        self.device: Gpu | None = None
+        self._devices = devices if devices is not None else visible_gpus()
 
     @classmethod
     def for_mode(cls, mode: str | None) -> "gpu_lock | None":
@@ -50,13 +96,44 @@ class gpu_lock:
         import fcntl
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fh = open(self.path, "a")
+        mode = fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH
         t0 = time.perf_counter()
-        fcntl.flock(self.fh, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
+        if len(self._devices) <= 1:
+            self.fh = open(self.path, "a")
+            fcntl.flock(self.fh, mode)
+            self.device = self._devices[0] if self._devices else None
+            if self.device is not None:
+                os.environ[PIN_ENV] = self.device.label  # recorded only: the one GPU needs no pinning
+        else:
+            self.device, self.fh = self._first_free(mode)
+            pin(self.device)
         waited = time.perf_counter() - t0
         if waited > 1:
             log.info("waited %.1f s for the GPU (%s)", waited, "exclusive" if self.exclusive else "shared")
         return self
+
+    def _first_free(self, mode: int):
+        """(GPU, open lock file) of the first GPU whose lock can be had, trying again until one can: this
+        process's own GPU only, once it is pinned or has started CUDA."""
+        import fcntl
+
+        own = pinned()
+        if own is not None:
+            order = [g for g in self._devices if g == own] or [own]
+        elif _cuda_started():
+            raise LabError("CUDA started in this process before it took a GPU lock: its GPU is unknown")
+        else:
+            start = os.getpid() % len(self._devices) if not self.exclusive else 0
+            order = self._devices[start:] + self._devices[:start]
+        while True:
+            for gpu in order:
+                fh = open(device_lock_path(gpu, self.path), "a")
+                try:
+                    fcntl.flock(fh, mode | fcntl.LOCK_NB)
+                    return gpu, fh
+                except BlockingIOError:
+                    fh.close()
+            time.sleep(POLL_S)
 
     def __exit__(self, *exc):
         import fcntl
@@ -64,6 +141,32 @@ class gpu_lock:
         fcntl.flock(self.fh, fcntl.LOCK_UN)
         self.fh.close()
         return False
+
+
+def handoff(lock) -> str:
+    """What a step holding ``lock`` tells the point processes it started before it had the lock:
+    'pin <index:uuid>' (several GPUs: use that one), 'record <index:uuid>' (one GPU) or ''."""
+    device = getattr(lock, "device", None)  # (a gate may be any context manager)
+    if device is None:
+        return ""
+    return f"{'pin' if len(getattr(lock, '_devices', ())) > 1 else 'record'} {device.label}"
+
+
+def take_handoff(text: str) -> None:
+    """In a point process, before CUDA starts: follow the step's ``handoff``."""
+    if not text:
+        return
+    kind, label = text.split(" ", 1)
+    if kind == "pin":
+        pin(Gpu.from_label(label))
+    else:
+        os.environ[PIN_ENV] = label
+
+
+def device_columns() -> dict:
+    """The GPU a result row was measured on, as columns (empty values when unknown: no driver)."""
+    gpu = pinned()
+    return dict(device_index=gpu.index if gpu else None, device_uuid=gpu.uuid if gpu else None)
 
 
 def lock_mode(step: str, cfg: LabConfig, impl: str | None) -> str | None:

@@ -44,11 +44,14 @@ def _resolve(name: str) -> Callable:
     return getattr(importlib.import_module(module), func)
 
 
-def _child(conn, go, factory: str, args: tuple, points: list, first: int) -> None:
+def _child(conn, go, handoff, factory: str, args: tuple, points: list, first: int) -> None:
     try:
         make = _resolve(factory)
         conn.send(("ready", first, None, None))
         go.wait()
+        from .gpulock import take_handoff
+
+        take_handoff(handoff.value.decode())  # the GPU the step's lock gave it (before CUDA starts here)
         worker = make(*args)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which records it
         conn.send(("init_error", first, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
@@ -86,12 +89,14 @@ def run(points: list, *, factory: str, args: tuple = (), timeout_s: float, log=N
 
 def _run(points, *, factory, args, timeout_s, log, ctx, gate, stack) -> Iterator[Outcome]:
     go = ctx.Event()
+    handoff = ctx.Array("c", 160)  # set with go: which GPU the gate gave (gpulock.handoff)
     if gate is None:
         go.set()
     next_i = 0
     while next_i < len(points):
         parent, child = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_child, args=(child, go, factory, args, points[next_i:], next_i), daemon=True)
+        proc = ctx.Process(target=_child, args=(child, go, handoff, factory, args, points[next_i:], next_i),
+                           daemon=True)
         proc.start()
         child.close()
         running, started = None, time.monotonic()
@@ -115,6 +120,9 @@ def _run(points, *, factory, args, timeout_s, log, ctx, gate, stack) -> Iterator
             if kind == "ready":
                 if not go.is_set():
                     stack.enter_context(gate)
+                    from .gpulock import handoff as handoff_of
+
+                    handoff.value = handoff_of(gate).encode()
                     go.set()
             elif kind == "start":
                 running, started = i, time.monotonic()

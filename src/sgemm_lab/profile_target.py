@@ -70,11 +70,17 @@ def main(argv=None) -> None:
             if s not in hosts:
                 hosts[s] = [rng.random(d, dtype=np.float32) * 2 - 1 for d in ((s.m, s.k), (s.k, s.n), (s.m, s.n))]
     from . import gpu
+    from .devices import visible_gpus
+    from .gpulock import pinned
 
-    gpu.init_driver()  # driver start-up (and the profiler's, which hooks in here) creates no context yet
+    # With several GPUs the lock picks the GPU, which must happen before CUDA starts in this process.
+    choose_first = bool(args.gpu_lock) and len(visible_gpus()) > 1 and pinned() is None
     with ExitStack() as stack:
-        if args.gpu_lock:  # everything before this (interpreter, imports, inputs) overlaps other GPU work
+        if choose_first:
             stack.enter_context(gpu_lock(exclusive=True, path=Path(args.gpu_lock)))
+        gpu.init_driver()  # driver start-up (and the profiler's, which hooks in here) creates no context yet
+        if args.gpu_lock and not choose_first:  # everything before this (interpreter, imports, inputs,
+            stack.enter_context(gpu_lock(exclusive=True, path=Path(args.gpu_lock)))  # driver) overlaps other GPU work
         _run_on_gpu(args, cfg, items, hosts)
 
 

@@ -22,6 +22,7 @@ from . import verify
 from .config import BASELINE_PRECISION, KernelSpec, LabConfig, Shape
 from .dispatch_launch import launcher_for
 from .geometry import unsupported_reason
+from .gpulock import device_columns
 from .stats import reps_for, summarize, tflops
 
 
@@ -114,9 +115,10 @@ class GpuRunner(_Tolerance):
         p = verify.make_problem(shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed)
         bufs = gpu.Buffers(shape)
         try:
-            return _check_rows(p, verify.references(p), self._run_fn(bufs, p), self.tolerance(shape))
+            rows = _check_rows(p, verify.references(p), self._run_fn(bufs, p), self.tolerance(shape))
         finally:
             bufs.free()
+        return [dict(r, **device_columns()) for r in rows]
 
     def bench(self, shape: Shape, seed: int, timing: TimingSettings) -> dict:
         """Verify on fresh inputs generated on the GPU against a float64 DGEMM reference (errors measured
@@ -165,7 +167,7 @@ class GpuRunner(_Tolerance):
             c0.free()
             bufs.free()
         row = dict(summarize_checks(checks), reference="fp64 cuBLAS DGEMM on GPU-generated inputs", seed=seed,
-                   alpha=alpha, beta=beta, l2_policy=timing.l2_policy, **t.as_row())
+                   alpha=alpha, beta=beta, l2_policy=timing.l2_policy, **t.as_row(), **device_columns())
         row["tflops"] = tflops(shape.flops, t.stats.median_ms)
         return row
 
