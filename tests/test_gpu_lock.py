@@ -169,3 +169,24 @@ def test_cuda_visible_devices_narrows_as_cuda_does(visible, want):
 
     gpus = [Gpu(0, "GPU-aaa1"), Gpu(1, "GPU-bbb2"), Gpu(2, "GPU-ccc3")]
     assert [g.index for g in narrow(gpus, visible)] == want
+
+
+def test_locks_held_for_children_take_different_gpus_and_leave_the_process_unpinned(tmp_path, clean_pin):
+    import os
+
+    base = tmp_path / ".gpu.lock"
+    a = gpulock.gpu_lock(exclusive=True, path=base, devices=TWO, pin_self=False)
+    b = gpulock.gpu_lock(exclusive=True, path=base, devices=TWO, pin_self=False)
+    with a, b:
+        assert {a.device, b.device} == set(TWO)
+        assert gpulock.handoff(a).startswith("pin ") and gpulock.handoff(b) != gpulock.handoff(a)
+        assert gpulock.pinned() is None and "CUDA_VISIBLE_DEVICES" not in os.environ
+    assert _try(gpulock.device_lock_path(TWO[0], base), fcntl.LOCK_EX)
+
+
+def test_child_gates_one_per_gpu_only_when_there_are_several(clean_pin):
+    clean_pin.setattr(gpulock, "visible_gpus", lambda: TWO)
+    gates = gpulock.child_gates()
+    assert len(gates) == 2 and not any(g.pin_self for g in gates)
+    clean_pin.setattr(gpulock, "visible_gpus", lambda: TWO[:1])
+    assert len(gpulock.child_gates()) == 1

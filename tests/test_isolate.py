@@ -82,3 +82,22 @@ def test_after_a_fatal_error_the_next_point_runs_in_a_fresh_process():
     assert [o.status for o in out] == ["ok", "error", "error", "ok"]
     assert "illegal address at point 2" in out[2].message  # point 2 ran; it was not charged as a crash
     assert out[0].rows[0]["pid"] != out[3].rows[0]["pid"]
+
+
+def test_points_split_over_several_gates_all_arrive_in_order_each_gate_held_once():
+    gates = [CountingGate(), CountingGate()]
+    seen = []
+    out = isolate.run_split(list(range(7)), gates, factory="test_isolate:fake_worker", args=({4: "raise"},),
+                            timeout_s=20, on_outcome=lambda o: seen.append(o.index))
+    assert [o.index for o in out] == list(range(7)) and [o.point for o in out] == list(range(7))
+    assert [o.status for o in out] == ["ok"] * 4 + ["error"] + ["ok"] * 2
+    assert sorted(seen) == list(range(7))
+    assert [(g.entered, g.exited) for g in gates] == [(1, 1), (1, 1)]
+    pids = {o.rows[0]["pid"] for o in out if o.status == "ok"}
+    assert len(pids) == 2  # one supervisor (and child) per gate, side by side
+
+
+def test_one_gate_is_the_plain_supervisor():
+    gate = CountingGate()
+    out = isolate.run_split([1, 2], [gate], factory="test_isolate:fake_worker", args=({},), timeout_s=5)
+    assert [o.status for o in out] == ["ok", "ok"] and (gate.entered, gate.exited) == (1, 1)

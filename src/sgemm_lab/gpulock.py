@@ -80,9 +80,13 @@ class gpu_lock:
     """A GPU's lock, exclusive for steps that time, shared for steps that only check; with several GPUs
     the first free one, and this process pinned to it (``device``)."""
 
-    def __init__(self, exclusive: bool = True, path: Path | None = None, devices: list[Gpu] | None = None):
+    def __init__(self, exclusive: bool = True, path: Path | None = None, devices: list[Gpu] | None = None,
+                 pin_self: bool = True):
         self.path = Path(path) if path is not None else lock_path()  # the single lock; per-GPU ones beside it
         self.exclusive = exclusive
+        # pin_self=False: the lock is held for child processes only (they take the GPU by ``handoff``);
+        # a process may then hold the locks of several GPUs at once, for several sets of children.
+        self.pin_self = pin_self
         self.fh = None
         self.device: Gpu | None = None
         self._devices = devices if devices is not None else visible_gpus()
@@ -106,7 +110,8 @@ class gpu_lock:
                 os.environ[PIN_ENV] = self.device.label  # recorded only: the one GPU needs no pinning
         else:
             self.device, self.fh = self._first_free(mode)
-            pin(self.device)
+            if self.pin_self:
+                pin(self.device)
         waited = time.perf_counter() - t0
         if waited > 1:
             log.info("waited %.1f s for the GPU (%s)", waited, "exclusive" if self.exclusive else "shared")
@@ -117,10 +122,10 @@ class gpu_lock:
         process's own GPU only, once it is pinned or has started CUDA."""
         import fcntl
 
-        own = pinned()
+        own = pinned() if self.pin_self else None
         if own is not None:
             order = [g for g in self._devices if g == own] or [own]
-        elif _cuda_started():
+        elif self.pin_self and _cuda_started():
             raise LabError("CUDA started in this process before it took a GPU lock: its GPU is unknown")
         else:
             start = os.getpid() % len(self._devices) if not self.exclusive else 0
@@ -141,6 +146,20 @@ class gpu_lock:
         fcntl.flock(self.fh, fcntl.LOCK_UN)
         self.fh.close()
         return False
+
+
+def child_gates(exclusive: bool = True) -> list["gpu_lock"]:
+    """Locks for splitting one step's points over the GPUs: one per visible GPU when there are several
+    (held for child processes, ``pin_self=False``), else the one ordinary lock."""
+    gpus = visible_gpus()
+    if len(gpus) <= 1 or pinned_elsewhere():
+        return [gpu_lock(exclusive=exclusive)]
+    return [gpu_lock(exclusive=exclusive, pin_self=False) for _ in gpus]
+
+
+def pinned_elsewhere() -> bool:
+    """This process is pinned to one GPU already (its points must stay there)."""
+    return len(visible_gpus()) > 1 and pinned() is not None
 
 
 def handoff(lock) -> str:

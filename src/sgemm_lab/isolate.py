@@ -78,6 +78,51 @@ def default_start_method() -> str:
     return "spawn" if gpu is not None and gpu.driver_initialised() else "fork"
 
 
+def run_split(points: list, gates: list, *, factory: str, args: tuple = (), timeout_s: float, log=None,
+              on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """``run`` with the points dealt round-robin over ``len(gates)`` supervisors that run side by side,
+    one per gate (e.g. the locks of several GPUs, each supervisor on the GPU its lock gives): the
+    outcomes of all points, ordered by point as ``run`` gives them; ``on_outcome`` sees each as it
+    arrives. Children are spawned (fresh interpreters): forking from a process with several threads
+    is not safe."""
+    import threading
+
+    if len(gates) <= 1:
+        out = []
+        for o in run(points, factory=factory, args=args, timeout_s=timeout_s, log=log,
+                     gate=gates[0] if gates else None):
+            out.append(o)
+            if on_outcome:
+                on_outcome(o)
+        return out
+    shares = [list(range(i, len(points), len(gates))) for i in range(len(gates))]
+    found: dict[int, Outcome] = {}
+    errors: list[BaseException] = []
+    guard = threading.Lock()
+
+    def supervise(share: list[int], gate) -> None:
+        try:
+            for o in run([points[i] for i in share], factory=factory, args=args, timeout_s=timeout_s, log=log,
+                         start_method="spawn", gate=gate):
+                o = Outcome(share[o.index], o.point, o.status, o.rows, o.message)
+                with guard:
+                    found[o.index] = o
+                    if on_outcome:
+                        on_outcome(o)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=supervise, args=(share, gate), daemon=True)
+               for share, gate in zip(shares, gates) if share]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return [found[i] for i in range(len(points))]
+
+
 def run(points: list, *, factory: str, args: tuple = (), timeout_s: float, log=None,
         start_method: str | None = None, gate: ContextManager | None = None) -> Iterator[Outcome]:
     """Yield one Outcome per point, in order, whatever happens to the points before it."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .. import io
 from ..config import LabConfig, Shape, from_dict
-from ..gpulock import gpu_lock
+from ..gpulock import child_gates
 from ..logs import setup as setup_logging
 from ..outcome import StepStatus
 from .common import base_seed, load_spec, log, machine, point_problems, point_seed
@@ -61,21 +61,24 @@ def time_points(cfg: LabConfig, kernel: str, runnable: list[tuple[dict, tuple]],
     into it, a hang or CUDA error being that point's row. ``label(head)`` names a point in the log."""
     from .. import isolate
 
-    rows = []
-    for o in isolate.run([p for _, p in runnable], factory="sgemm_lab.pipeline.sweep:sweep_worker",
-                         args=(raw_config, kernel, base_seed(cfg)), timeout_s=cfg.watchdog_s, log=log,
-                         gate=gpu_lock(exclusive=True)):
-        head = runnable[o.index][0]
-        tag = f"{label(head)} ({o.index + 1}/{len(runnable)})"
+    def report(o) -> None:
+        tag = f"{label(runnable[o.index][0])} ({o.index + 1}/{len(runnable)})"
         if o.status != "ok":
-            rows.append(dict(head, status=o.status, reason=o.message))
             log.warning("%s: %s (%s)", tag, o.status.upper(), o.message)
-            continue
-        r = o.rows[0]
-        rows.append(dict(head, **r))
-        if r["status"] in ("ok", "failed"):
+        elif o.rows[0]["status"] in ("ok", "failed"):
+            r = o.rows[0]
             log.info("%s: %.2f TFLOP/s, %d regs, %d B local%s", tag, r["tflops"], r["registers"], r["local_bytes"],
                      "" if r["verified"] else " NOT VERIFIED")
+
+    # With several GPUs the points are dealt over all of them, each share timed with its GPU to itself.
+    outcomes = isolate.run_split([p for _, p in runnable], child_gates(exclusive=True),
+                                 factory="sgemm_lab.pipeline.sweep:sweep_worker",
+                                 args=(raw_config, kernel, base_seed(cfg)), timeout_s=cfg.watchdog_s, log=log,
+                                 on_outcome=report)
+    rows = []
+    for o in outcomes:
+        head = runnable[o.index][0]
+        rows.append(dict(head, status=o.status, reason=o.message) if o.status != "ok" else dict(head, **o.rows[0]))
     return rows
 
 
