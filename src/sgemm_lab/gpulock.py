@@ -91,6 +91,11 @@ class gpu_lock:
         self.device: Gpu | None = None
         self._devices = devices if devices is not None else visible_gpus()
 
+    @property
+    def per_gpu(self) -> bool:
+        """Several GPUs: one lock each, and the holder pinned to its GPU (see the module docstring)."""
+        return len(self._devices) > 1
+
     @classmethod
     def for_mode(cls, mode: str | None) -> "gpu_lock | None":
         """The lock for a ``lock_mode`` result (None: the step does not use the GPU)."""
@@ -102,7 +107,7 @@ class gpu_lock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         mode = fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH
         t0 = time.perf_counter()
-        if len(self._devices) <= 1:
+        if not self.per_gpu:
             self.fh = open(self.path, "a")
             fcntl.flock(self.fh, mode)
             self.device = self._devices[0] if self._devices else None
@@ -168,7 +173,7 @@ def handoff(lock) -> str:
     device = getattr(lock, "device", None)  # (a gate may be any context manager)
     if device is None:
         return ""
-    return f"{'pin' if len(getattr(lock, '_devices', ())) > 1 else 'record'} {device.label}"
+    return f"{'pin' if lock.per_gpu else 'record'} {device.label}"
 
 
 def take_handoff(text: str) -> None:

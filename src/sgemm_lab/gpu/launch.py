@@ -28,13 +28,14 @@ class KernelLauncher:
             raise CompileError(f"kernel {spec.id}: entry '{spec.entry}' not found in {spec.source}") from None
         self.fused = spec.signature == "fused"
         self.func.prepare("iiifPiPifPiPPi" if self.fused else "iiifPPfP")
-        self._maps = None  # [encoder, {symbol: device address}, key of the maps last written]
+        self._encoder = None  # tensor maps: the driver's encoder, {variable: device address}, what they hold now
+        self._map_vars: dict[str, int] = {}
+        self._maps_for = None
         if spec.tensor_maps and self.fused:
             raise CompileError(f"kernel {spec.id}: tensor maps are written for the gemm signature only")
         if spec.tensor_maps:
             from ..tensormap import MAP_BYTES, Encoder
 
-            symbols = {}
             for m in spec.tensor_maps:
                 try:
                     ptr, size = self.module.get_global(m["symbol"])
@@ -42,8 +43,8 @@ class KernelLauncher:
                     raise CompileError(f"kernel {spec.id}: tensor map variable '{m['symbol']}' not in {spec.source}") from None
                 if size != MAP_BYTES:
                     raise CompileError(f"kernel {spec.id}: '{m['symbol']}' is {size} B, a tensor map is {MAP_BYTES} B")
-                symbols[m["symbol"]] = ptr
-            self._maps = [Encoder(), symbols, None]
+                self._map_vars[m["symbol"]] = ptr
+            self._encoder = Encoder()
         if spec.dynamic_shared:
             smem = geometry.shared_bytes(spec)
             if smem > 48 * 1024:  # above 48 KiB a kernel must opt in to more dynamic shared memory
@@ -80,7 +81,7 @@ class KernelLauncher:
             self.fused_call(shape, alpha, a, shape.k, b, shape.n, beta, c, shape.n, 0, c, shape.n, stream)
             return
         launch = geometry.plan(self.spec, shape)  # ShapeError before anything runs
-        if self._maps:
+        if self._encoder is not None:
             self._write_maps(shape, a, b, stream)
         self.func.prepared_async_call(launch.grid, launch.block, stream,
                                       shape.m, shape.n, shape.k, alpha, a, b, beta, c,
@@ -91,15 +92,14 @@ class KernelLauncher:
         order (skipped when the operands and shape are those of the last launch, as in a timing loop)."""
         from ..tensormap import requests
 
-        encode, symbols, last = self._maps
         key = (int(a), int(b), shape)
-        if key == last:
+        if key == self._maps_for:
             return
         cuda = driver()
         for req in requests(self.spec, shape):
-            blob = np.frombuffer(encode(req, int(a) if req.operand == "A" else int(b)), np.uint8)
-            cuda.memcpy_htod_async(symbols[req.symbol], blob, stream)  # pageable: staged before return
-        self._maps[2] = key
+            blob = np.frombuffer(self._encoder(req, int(a) if req.operand == "A" else int(b)), np.uint8)
+            cuda.memcpy_htod_async(self._map_vars[req.symbol], blob, stream)  # pageable: staged before return
+        self._maps_for = key
 
     def fused_call(self, shape: Shape, alpha: float, a, lda: int, b, ldb: int, beta: float, c, ldc: int,
                    bias, d, ldd: int, stream) -> None:
