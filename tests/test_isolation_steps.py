@@ -75,3 +75,19 @@ def test_check_records_every_failure_mode(setup):
     for r in res["points"]:
         by_m.setdefault(r["m"], []).append(r["status"])
     assert by_m == {5: ["pass"] * 3, 7: ["timeout"], 9: ["crashed"], 11: ["fail"] * 3, 13: ["pass"] * 3}
+
+
+def test_bench_rows_keep_the_gpu_that_measured_them(setup, monkeypatch):
+    """The device columns a GPU runner adds to each timed point survive into the step's table."""
+    from sgemm_lab.pipeline import points
+
+    cfg, raw, tmp = setup
+    measured = [dict(kernel="00_bad", m=5, n=6, k=7, status="ok", verified=True, median_ms=0.5, tflops=1e-6,
+                     device_index=1, device_uuid="GPU-bbbb"),
+                dict(kernel="00_bad", m=13, n=6, k=5, status="ok", verified=True, median_ms=0.5, tflops=1e-6,
+                     device_index=0, device_uuid="GPU-aaaa")]
+    monkeypatch.setattr(points, "_isolated_points", lambda *a, **kw: measured)
+    out = tmp / "bench.csv"
+    steps.bench(cfg, "00_bad", binary=tmp / "00_bad.bin", record=tmp / "00_bad.json", out=out, raw_config=raw)
+    df = pd.read_csv(out)
+    assert list(df.device_index) == [1, 0] and list(df.device_uuid) == ["GPU-bbbb", "GPU-aaaa"]
