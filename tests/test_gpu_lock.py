@@ -19,11 +19,11 @@ def _try(path, mode):
 
 
 def test_shared_holders_coexist_and_exclude_a_timing_step(tmp_path):
-    path = tmp_path / ".gpu.lock"
-    with gpulock.gpu_lock(exclusive=False, path=path):
+    path = tmp_path / ".gpu.lock"  # no GPU found: the one lock
+    with gpulock.gpu_lock(exclusive=False, path=path, devices=[]):
         assert _try(path, fcntl.LOCK_SH)        # another check or sanitizer may run
         assert not _try(path, fcntl.LOCK_EX)    # a timing step may not
-    with gpulock.gpu_lock(exclusive=True, path=path):
+    with gpulock.gpu_lock(exclusive=True, path=path, devices=[]):
         assert not _try(path, fcntl.LOCK_SH) and not _try(path, fcntl.LOCK_EX)
     assert _try(path, fcntl.LOCK_EX)            # released
 
@@ -133,14 +133,24 @@ def test_shared_steps_spread_over_the_gpus_and_never_sit_beside_a_timing_step(tm
             assert not _try(gpulock.device_lock_path(lock.device, base), fcntl.LOCK_EX)
 
 
-def test_one_gpu_keeps_the_single_lock_and_only_records_the_device(tmp_path, clean_pin):
+def test_one_gpu_takes_its_own_lock_and_only_records_the_device(tmp_path, clean_pin):
     import os
 
     path = tmp_path / ".gpu.lock"
     with gpulock.gpu_lock(exclusive=True, path=path, devices=TWO[:1]) as lock:
-        assert lock.device == TWO[0] and not _try(path, fcntl.LOCK_SH)
+        assert lock.device == TWO[0] and not _try(tmp_path / ".gpu.GPU-aaaa.lock", fcntl.LOCK_SH)
         assert "CUDA_VISIBLE_DEVICES" not in os.environ and gpulock.handoff(lock) == "record 0:GPU-aaaa"
-    assert not (tmp_path / ".gpu.0.lock").exists()
+    assert not path.exists()
+
+
+def test_jobs_of_a_cluster_wait_only_for_their_own_gpu(tmp_path, clean_pin):
+    """Two nodes sharing results/ on a network filesystem, each job shown its one GPU as index 0: timing
+    jobs on different GPUs run side by side, jobs on the same GPU take turns."""
+    node_a, node_b = gpulock.Gpu(0, "GPU-aaaa"), gpulock.Gpu(0, "GPU-cccc")
+    base = tmp_path / ".gpu.lock"
+    with gpulock.gpu_lock(exclusive=True, path=base, devices=[node_a]):
+        assert _try(gpulock.device_lock_path(node_b, base), fcntl.LOCK_EX)      # the other node's GPU is free
+        assert not _try(gpulock.device_lock_path(node_a, base), fcntl.LOCK_SH)  # this one is not
 
 
 def test_moving_a_process_whose_cuda_has_started_is_refused(clean_pin):

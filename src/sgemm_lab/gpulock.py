@@ -6,13 +6,17 @@ imports, compiling) in parallel and queue here for a GPU. Steps that time or pro
 exclusively, steps that only need correct results (checks, sanitizers, builds) share it, so however
 the pipeline is started no timing ever overlaps other GPU work on its GPU.
 
-One visible GPU: the lock is ``results/.gpu.lock`` and nothing else happens. Several (Snakemake
-assigns no device ids; ``--resources gpu=N`` only bounds how many GPU jobs run): the locks are
-``results/.gpu.<index>.lock``; a step takes the first it can get (shared steps start their search at
-a different GPU each, so checks spread), and the process is pinned to that GPU before CUDA starts in
-it (CUDA_VISIBLE_DEVICES = its UUID; ``PIN_ENV`` records index and UUID for the result rows and for
-the point processes, which take the pin from the step that holds the lock, see ``isolate``). A
-process that is pinned, or has started CUDA, only ever locks its own GPU.
+A GPU's lock is named by its UUID, ``results/.gpu.<uuid>.lock``: the UUID is unique across hosts, so
+jobs of a cluster (SLURM gives each job its own GPUs and shows it only those) that share ``results/`` on
+a network filesystem wait only for jobs on the same GPU, wherever its index. ``results/.gpu.lock``
+stays for a process that finds no GPU (no driver library).
+
+One visible GPU: its lock, and nothing else happens. Several (Snakemake assigns no device ids;
+``--resources gpu=N`` only bounds how many GPU jobs run): a step takes the first lock it can get
+(shared steps start their search at a different GPU each, so checks spread), and the process is pinned
+to that GPU before CUDA starts in it (CUDA_VISIBLE_DEVICES = its UUID; ``PIN_ENV`` records index and
+UUID for the result rows and for the point processes, which take the pin from the step that holds the
+lock, see ``isolate``). A process that is pinned, or has started CUDA, only ever locks its own GPU.
 """
 
 from __future__ import annotations
@@ -41,7 +45,8 @@ SELF_LOCKING = {"build", "sweep", "shape_sweep", "check", "sanitize", "bench", "
 
 def lock_path() -> Path:
     """``results/.gpu.lock`` in the working directory, or ``$SGEMM_LAB_GPU_LOCK`` (a pipeline started by
-    a test inside a running pipeline shares its lock)."""
+    a test inside a running pipeline shares its lock): the lock of a process that finds no GPU, and the
+    folder of the per-GPU locks."""
     return Path(os.environ.get("SGEMM_LAB_GPU_LOCK") or "results/.gpu.lock")
 
 
@@ -50,9 +55,10 @@ POLL_S = 0.05                 # how often a step waiting for any of several GPUs
 
 
 def device_lock_path(gpu: Gpu, base: Path | None = None) -> Path:
-    """The lock of one GPU when there are several: ``.gpu.<index>.lock`` beside the single lock."""
+    """The lock of one GPU: ``.gpu.<uuid>.lock`` beside ``base`` (the index would not do: on a cluster
+    every job's one GPU is index 0 on its host)."""
     base = base if base is not None else lock_path()
-    return base.with_name(f".gpu.{gpu.index}.lock")
+    return base.with_name(f".gpu.{gpu.uuid}.lock")
 
 
 def pinned() -> Gpu | None:
@@ -82,7 +88,7 @@ class gpu_lock:
 
     def __init__(self, exclusive: bool = True, path: Path | None = None, devices: list[Gpu] | None = None,
                  pin_self: bool = True):
-        self.path = Path(path) if path is not None else lock_path()  # the single lock; per-GPU ones beside it
+        self.path = Path(path) if path is not None else lock_path()  # no GPU's lock; each GPU's beside it
         self.exclusive = exclusive
         # pin_self=False: the lock is held for child processes only (they take the GPU by ``handoff``);
         # a process may then hold the locks of several GPUs at once, for several sets of children.
@@ -108,9 +114,9 @@ class gpu_lock:
         mode = fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH
         t0 = time.perf_counter()
         if not self.per_gpu:
-            self.fh = open(self.path, "a")
-            fcntl.flock(self.fh, mode)
             self.device = self._devices[0] if self._devices else None
+            self.fh = open(device_lock_path(self.device, self.path) if self.device else self.path, "a")
+            fcntl.flock(self.fh, mode)
             if self.device is not None:
                 os.environ[PIN_ENV] = self.device.label  # recorded only: the one GPU needs no pinning
         else:

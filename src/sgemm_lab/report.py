@@ -692,7 +692,7 @@ def _method(run: _Run) -> list[str]:
               "held to the TF32 tolerance; TF32-class stages are compared with it (\"% of TF32\")."
               if cfg.cublas_tf32 else ""),
            "- **Isolation**: jobs run in parallel, but every step that times or profiles holds an exclusive lock on "
-           "the GPU (`results/.gpu.lock`), while checks, sanitizers and builds share it: nothing else runs on the GPU "
+           "its GPU (`results/.gpu.<uuid>.lock`), while checks, sanitizers and builds share it: nothing else runs on the GPU "
            "during a measurement. CPU stages are timed with no other job running. Each point runs in a supervised "
            f"child process with a {cfg.watchdog_s:g} s watchdog; a hang, crash or CUDA error is a row with a status.",
            ""]
