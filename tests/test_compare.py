@@ -56,3 +56,20 @@ def test_compare_step_on_two_committed_runs(tmp_path, raw_config):
     text = out["md"].read_text()
     assert f"| `11_general` | {ma:.3f} | {mb:.3f} | **{ma / mb:.3f}×** |" in text
     assert out["png"].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_across_shapes_geometric_mean_range_and_verdict_counts():
+    a = _bench([dict(kernel=k, m=m, n=64, k=64, median_ms=t, iqr_ms=0.001, reps=100)
+                for k, m, t in (("k1", 64, 1.0), ("k1", 128, 2.0), ("cublas", 64, 1.0), ("cublas", 128, 2.0))])
+    b = _bench([dict(kernel=k, m=m, n=64, k=64, median_ms=t, iqr_ms=0.001, reps=100, gpu="GPU Y")
+                for k, m, t in (("k1", 64, 0.5), ("k1", 128, 4.0), ("cublas", 64, 1.0), ("cublas", 128, 1.0))])
+    df = compare.pairwise(a, b, run_a="A", run_b="B")
+    s = compare.across_shapes(df, order=["k1", "cublas"]).set_index("kernel")
+    assert list(s.index) == ["k1", "cublas"]
+    assert s.loc["k1", "geomean"] == pytest.approx(1.0)  # twice as fast at one shape, half at the other
+    assert (s.loc["k1", "low"], s.loc["k1", "high"]) == pytest.approx((0.5, 2.0))
+    assert (s.loc["k1", "faster"], s.loc["k1", "slower"], s.loc["k1", "noise"]) == (1, 1, 0)
+    assert s.loc["k1", "vs_cublas"] == pytest.approx(math.sqrt(2.0 * 0.25))  # cuBLAS got 2x faster at m = 128
+    assert s.loc["cublas", "geomean"] == pytest.approx(math.sqrt(2.0)) and math.isnan(s.loc["cublas", "vs_cublas"])
+    text = compare.markdown(df, order=["k1", "cublas"])
+    assert "| `k1` | 2 | **1.000×** | 0.500–2.000 | 1 / 1 / 0 | 0.707 |" in text

@@ -78,6 +78,23 @@ def _verdicts(low, high) -> list[str]:
             for lo, hi in zip(low, high)]
 
 
+def across_shapes(df: pd.DataFrame, *, order: list[str]) -> pd.DataFrame:
+    """Per implementation over every shape both runs timed and verified: the geometric mean of the
+    speed-ups (and of ``vs_cublas``), the smallest and largest, and how many shapes got each verdict."""
+    rank = {k: i for i, k in enumerate(order)}
+    rows = []
+    for kernel, g in df.groupby("kernel", sort=False):
+        vs = g.vs_cublas.dropna()
+        rows.append(dict(kernel=kernel, shapes=len(g), geomean=math.exp(g.speedup.map(math.log).mean()),
+                         low=g.speedup.min(), high=g.speedup.max(),
+                         faster=int((g.verdict == "faster").sum()), slower=int((g.verdict == "slower").sum()),
+                         noise=int((g.verdict == "within noise").sum()),
+                         vs_cublas=math.exp(vs.map(math.log).mean()) if len(vs) else float("nan")))
+    out = pd.DataFrame(rows, columns=["kernel", "shapes", "geomean", "low", "high", "faster", "slower", "noise",
+                                      "vs_cublas"])
+    return out.assign(_r=out.kernel.map(lambda k: rank.get(k, len(rank)))).sort_values("_r").drop(columns="_r")
+
+
 def markdown(df: pd.DataFrame, *, order: list[str], shape=None) -> str:
     """The comparison as a report section: a summary line, then per implementation its speed-up at
     ``shape`` (default: the largest shape all compared implementations share)."""
@@ -107,6 +124,15 @@ def markdown(df: pd.DataFrame, *, order: list[str], shape=None) -> str:
         rows.append(f"| `{r.kernel}` | {r.median_ms_a:.3f} | {r.median_ms_b:.3f} | **{r.speedup:.3f}×** | "
                     f"{r.ci_low:.3f}–{r.ci_high:.3f} | {r.verdict} | {vs}")
     out += [f"At {shape_label(*shape)}:", "", *rows, ""]
+    summary = across_shapes(df, order=order)
+    rows = ["| implementation | shapes | speed-up (geometric mean) | smallest–largest | faster / slower / within noise "
+            "| vs cuBLAS (geometric mean) |", "| :--- | ---: | ---: | ---: | :--- | ---: |"]
+    for r in summary.itertuples():
+        vs = "" if r.vs_cublas != r.vs_cublas else f"{r.vs_cublas:.3f}"
+        rows.append(f"| `{r.kernel}` | {r.shapes} | **{r.geomean:.3f}×** | {r.low:.3f}–{r.high:.3f} | "
+                    f"{r.faster} / {r.slower} / {r.noise} | {vs} |")
+    out += ["Over every shape both runs timed and verified (the size sweep and, for the stages in it, the "
+            "suite):", "", *rows, ""]
     return "\n".join(out) + "\n"
 
 

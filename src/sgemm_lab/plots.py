@@ -156,14 +156,20 @@ def accuracy_speed(bench: pd.DataFrame, checks: pd.DataFrame, out: Path, *, orde
 
 
 def compare_runs(df: pd.DataFrame, out: Path, *, order: list[str]) -> None:
-    """Speed-up of each later run over the first, with its 95% interval, per implementation at the
-    largest shape they share (one panel per later run)."""
+    """Speed-up of each later run over the first: per implementation at the largest shape they share,
+    with its 95% interval (top), and at every shape both timed, as a heatmap whose crossed-out cells
+    are within noise (bottom); one column per later run."""
     if df.empty:
         placeholder(out, "no implementation timed and verified at the same shape in both runs")
         return
     runs = list(dict.fromkeys(df.run_b))
     sns.set_theme(style="whitegrid", context="notebook")
-    fig, axes = plt.subplots(1, len(runs), figsize=(9 * len(runs), 5.5), squeeze=False)
+    n_impl = df.kernel.nunique()
+    fig, axes = plt.subplots(2, len(runs), figsize=(max(9.0, 0.55 * df.groupby(["m", "n", "k"]).ngroups + 4) * len(runs),
+                                                     5.5 + 0.38 * n_impl + 2.5), squeeze=False,
+                             gridspec_kw={"height_ratios": [5.5, 0.38 * n_impl + 2.5]})
+    for ax, run in zip(axes[1], runs):
+        _speedup_heatmap(df[df.run_b == run], ax, order=order)
     for ax, run in zip(axes[0], runs):
         part = df[df.run_b == run]
         big = part.assign(f=part.m * part.n * part.k).sort_values("f").iloc[-1]
@@ -181,6 +187,33 @@ def compare_runs(df: pd.DataFrame, out: Path, *, order: list[str]) -> None:
         ax.set_xlabel(f"speed-up of {run} over {at.run_a.iloc[0]} (median time ratio, 95% interval)")
         ax.set_title(f"{int(big.m)}x{int(big.n)}x{int(big.k)}: {at.gpu_b.iloc[0]} vs {at.gpu_a.iloc[0]}", fontsize=10)
     _save(fig, out)
+
+
+def _speedup_heatmap(part: pd.DataFrame, ax, *, order: list[str]) -> None:
+    """Implementations (rows, in ladder order) by shapes (columns, by FLOPs): the speed-up, centred on 1
+    on a log scale; a cell whose interval contains 1 is hatched."""
+    part = part.assign(flops=part.m * part.n * part.k)
+    shapes = part.drop_duplicates(["m", "n", "k"]).sort_values("flops")
+    labels = [shape_label(m, n, k) for m, n, k in shapes[["m", "n", "k"]].itertuples(index=False)]
+    part = part.assign(shape=[shape_label(m, n, k) for m, n, k in part[["m", "n", "k"]].itertuples(index=False)])
+    kernels = [k for k in order if k in set(part.kernel)] + sorted(set(part.kernel) - set(order))
+    grid = part.pivot_table(index="kernel", columns="shape", values="speedup", aggfunc="first")
+    grid = grid.reindex(index=kernels, columns=labels)
+    noise = part.pivot_table(index="kernel", columns="shape", values="verdict", aggfunc="first").reindex(
+        index=kernels, columns=labels)
+    span = float(np.nanmax(np.abs(np.log2(grid.to_numpy(dtype=float))))) if grid.notna().any().any() else 1.0
+    span = max(span, 0.05)
+    sns.heatmap(np.log2(grid), annot=grid, fmt=".2f", cmap="RdBu", vmin=-span, vmax=span, ax=ax,
+                annot_kws={"fontsize": 7}, cbar_kws={"label": "log2 speed-up (right of 0: the later run is faster)"})
+    for i, kernel in enumerate(kernels):
+        for j, label in enumerate(labels):
+            if noise.loc[kernel, label] == "within noise":
+                ax.add_patch(plt.Rectangle((j, i), 1, 1, fill=False, hatch="///", edgecolor="#8d99ae", lw=0))
+    ax.grid(False)
+    ax.set_xlabel("shape (M×N×K, by FLOPs)")
+    ax.set_ylabel("")
+    ax.set_title(f"speed-up of {part.run_b.iloc[0]} over {part.run_a.iloc[0]} at every shape both timed "
+                 "(hatched: within noise)", fontsize=10)
 
 
 def _metric_table(ncu: pd.DataFrame, shape) -> pd.DataFrame:
