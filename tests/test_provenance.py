@@ -84,3 +84,20 @@ def test_environment_record_names_the_container(monkeypatch):
     assert envinfo.container() == {"image": "localhost/sgemm-lab:test@sha256:abc",
                                    "base": "localhost/sgemm-lab-base:cuda13.0"}
     assert envinfo.software()["container"]["base"] == "localhost/sgemm-lab-base:cuda13.0"
+
+
+def test_a_run_holds_one_gpu_model():
+    """Rows measured on another model than the environment record's (a cluster job on other nodes)
+    stop the aggregation with one line naming them; host rows (no device) and the same model pass."""
+    import pandas as pd
+
+    from sgemm_lab.errors import LabError
+    from sgemm_lab.pipeline.common import one_gpu_model
+
+    env = {"gpu": {"name": "NVIDIA H100 80GB HBM3"}}
+    same = pd.DataFrame({"kernel": ["a", "b", "00_hostmult1"],
+                         "device_name": ["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3", None]})
+    one_gpu_model([same, pd.DataFrame({"kernel": ["c"]})], env, "h100")  # no device columns at all: fine
+    mixed = pd.DataFrame({"kernel": ["a", "b"], "device_name": ["NVIDIA H200", "NVIDIA H200"]})
+    with pytest.raises(LabError, match=r"run 'h100' mixes GPU models: 2 rows from NVIDIA H200, beside the NVIDIA H100"):
+        one_gpu_model([same, mixed], env, "h100")

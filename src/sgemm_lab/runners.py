@@ -97,6 +97,11 @@ class GpuRunner(_Tolerance):
             return f"needs {need / 2**30:.1f} GiB of device memory ({self.dev.global_mem_bytes / 2**30:.0f} GiB on the GPU)"
         return None
 
+    def device_columns(self) -> dict:
+        """The GPU that measured a row: index and UUID (which of the host's GPUs) and its model, as CUDA
+        names it (the same name as the environment record's: a run holds one model's results)."""
+        return dict(device_columns(), device_name=self.dev.name)
+
     def _run_fn(self, bufs, problem):
         def run(alpha, beta, poison):
             if poison:
@@ -118,7 +123,7 @@ class GpuRunner(_Tolerance):
             rows = _check_rows(p, verify.references(p), self._run_fn(bufs, p), self.tolerance(shape))
         finally:
             bufs.free()
-        return [dict(r, **device_columns()) for r in rows]
+        return [dict(r, **self.device_columns()) for r in rows]
 
     def bench(self, shape: Shape, seed: int, timing: TimingSettings) -> dict:
         """Verify on fresh inputs generated on the GPU against a float64 DGEMM reference (errors measured
@@ -167,7 +172,7 @@ class GpuRunner(_Tolerance):
             c0.free()
             bufs.free()
         row = dict(summarize_checks(checks), reference="fp64 cuBLAS DGEMM on GPU-generated inputs", seed=seed,
-                   alpha=alpha, beta=beta, l2_policy=timing.l2_policy, **t.as_row(), **device_columns())
+                   alpha=alpha, beta=beta, l2_policy=timing.l2_policy, **t.as_row(), **self.device_columns())
         row["tflops"] = tflops(shape.flops, t.stats.median_ms)
         return row
 

@@ -1,5 +1,5 @@
 """What every step shares: seeds, the concrete spec of an implementation, CUDA errors as one line,
-the verdict on a list of points, and the provenance columns of result rows.
+the verdict on a list of points, and the provenance columns of result rows (one GPU model per run).
 """
 
 from __future__ import annotations
@@ -104,3 +104,20 @@ def add_provenance(df: pd.DataFrame, builds: list[dict], env: dict) -> pd.DataFr
         out[col] = value
     return out
 
+
+
+def one_gpu_model(tables: list["pd.DataFrame"], env: dict, run: str) -> None:
+    """A run holds one GPU model's results: every row that names the GPU that measured it
+    (``device_name``) names the model of the environment record. Jobs of a cluster that landed on
+    nodes of another model would otherwise be reported, and compared, as this one's."""
+    want = env.get("gpu", {}).get("name")
+    other: dict[str, int] = {}
+    for t in tables:
+        if "device_name" in t:
+            for name in t["device_name"].dropna():
+                if name != want:
+                    other[name] = other.get(name, 0) + 1
+    if other:
+        found = ", ".join(f"{n} rows from {name}" for name, n in other.items())
+        raise LabError(f"run '{run}' mixes GPU models: {found}, beside the {want} of its environment record; "
+                       "one run per model (--config run=<name>; on SLURM pin the model with gpu_model)")

@@ -86,7 +86,7 @@ def check(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None
 BENCH_COLUMNS = ["kernel", "m", "n", "k", "status", "reason", "verified", "rel_err", "max_abs_err", "tolerance",
                  "reference", "median_ms", "min_ms", "q1_ms", "q3_ms", "iqr_ms", "max_ms", "reps", "tflops",
                  "l2_policy", "sm_clock_before_mhz", "sm_clock_after_mhz", "warmup_s", "warmup_launches",
-                 "alpha", "beta", "seed", "device_index", "device_uuid"]
+                 "alpha", "beta", "seed", "device_index", "device_uuid", "device_name"]
 
 
 def bench(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path,

@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import io
 from ..config import LabConfig
 from ..outcome import FAILED, StepStatus, first_line
-from .common import add_provenance, log
+from .common import add_provenance, log, one_gpu_model
 from .sanitize import SANITIZE_COLUMNS
 
 
@@ -26,6 +26,7 @@ def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_c
     checks = [r for p in check_jsons for r in io.read_json(p)["points"]]
     builds = [io.read_json(p) for p in build_jsons]
     env = io.read_json(env_json)
+    one_gpu_model([bench_df, pd.DataFrame(checks)], env, cfg.run)
     bench_df = add_provenance(bench_df, builds, env)
     io.write_csv(bench_out, bench_df)
     io.write_csv(check_out, add_provenance(pd.DataFrame(checks), builds, env))
