@@ -201,8 +201,9 @@ def _speedup_heatmap(part: pd.DataFrame, ax, *, order: list[str]) -> None:
     grid = grid.reindex(index=kernels, columns=labels)
     noise = part.pivot_table(index="kernel", columns="shape", values="verdict", aggfunc="first").reindex(
         index=kernels, columns=labels)
-    span = float(np.nanmax(np.abs(np.log2(grid.to_numpy(dtype=float))))) if grid.notna().any().any() else 1.0
-    span = max(span, 0.05)
+    # colour range: 95% of the cells' |log2| (one outlier would wash out the rest; its number still shows)
+    logs = np.abs(np.log2(grid.to_numpy(dtype=float)))
+    span = max(float(np.nanquantile(logs, 0.95)) if np.isfinite(logs).any() else 1.0, 0.05)
     sns.heatmap(np.log2(grid), annot=grid, fmt=".2f", cmap="RdBu", vmin=-span, vmax=span, ax=ax,
                 annot_kws={"fontsize": 7}, cbar_kws={"label": "log2 speed-up (right of 0: the later run is faster)"})
     for i, kernel in enumerate(kernels):
