@@ -72,4 +72,22 @@ def test_across_shapes_geometric_mean_range_and_verdict_counts():
     assert s.loc["k1", "vs_cublas"] == pytest.approx(math.sqrt(2.0 * 0.25))  # cuBLAS got 2x faster at m = 128
     assert s.loc["cublas", "geomean"] == pytest.approx(math.sqrt(2.0)) and math.isnan(s.loc["cublas", "vs_cublas"])
     text = compare.markdown(df, order=["k1", "cublas"])
-    assert "| `k1` | 2 | **1.000×** | 0.500–2.000 | 1 / 1 / 0 | 0.707 |" in text
+    assert "| `k1` | 2 | **1.000×** | 0.500–2.000 | 1 / 1 / 0 |  | 0.707 |" in text
+
+
+def test_a_point_whose_spread_jumps_in_one_run_is_marked_unsteady():
+    """A disturbed run (a bimodal point: wide quartiles in one run only) is named, whatever its verdict."""
+    a = _bench([dict(kernel="k1", m=64, n=64, k=64, median_ms=0.065, iqr_ms=0.073, reps=500),
+                dict(kernel="k2", m=64, n=64, k=64, median_ms=1.0, iqr_ms=0.10, reps=100),
+                dict(kernel="cublas", m=64, n=64, k=64, median_ms=1.0, iqr_ms=0.01, reps=100)])
+    b = _bench([dict(kernel="k1", m=64, n=64, k=64, median_ms=0.027, iqr_ms=0.0007, reps=500),
+                dict(kernel="k2", m=64, n=64, k=64, median_ms=1.0, iqr_ms=0.08, reps=100),  # noisy in both
+                dict(kernel="cublas", m=64, n=64, k=64, median_ms=1.0, iqr_ms=0.01, reps=100)])
+    df = compare.pairwise(a, b, run_a="A", run_b="B").set_index("kernel")
+    assert df.loc["k1", "verdict"] == "faster" and df.loc["k1", "unsteady"] == "A"
+    assert df.loc["k2", "unsteady"] == "" and df.loc["cublas", "unsteady"] == ""
+    flipped = compare.pairwise(b, a, run_a="B", run_b="A").set_index("kernel")
+    assert flipped.loc["k1", "unsteady"] == "B"  # named by its side, whichever run it is
+    text = compare.markdown(df.reset_index(), order=["k1", "k2", "cublas"])
+    assert "faster (unsteady in A)" in text and "**Unsteady points**" in text and "| `k1` | 64³ | A | 112.3% | 2.6% |" in text
+    assert compare.across_shapes(df.reset_index(), order=["k1"]).set_index("kernel").loc["k1", "unsteady"] == 1

@@ -7,6 +7,11 @@ repetitions: a median's standard error is taken as 1.2533 * sigma / sqrt(reps), 
 the interquartile range (IQR / 1.349), and the two medians' relative errors are combined on the log
 scale. A difference whose interval contains 1 is "within noise".
 
+An interval from a run's own repetitions cannot tell a disturbed run (another process on the GPU, a
+clock that did not settle) from a real change: a point whose spread in one run is several times its
+spread in the other, and large, is marked ``unsteady`` (with the run it is unsteady in); its speed-up
+says more about that run than about the implementation, and repeating the run is the check.
+
 That interval covers the repetition noise inside each run, not drift between runs (clock, temperature,
 another host of the same model). cuBLAS timed at the same shape in both runs shows that drift: its own
 ratio should be 1 on the same GPU and library, and ``vs_cublas`` divides it out (the kernel's speed-up
@@ -26,10 +31,14 @@ import pandas as pd
 from .report import shape_label
 
 Z95 = 1.959964
+# A point is unsteady in a run when its relative IQR there is over UNSTEADY_REL and over UNSTEADY_RATIO
+# times the other run's.
+UNSTEADY_REL = 0.05
+UNSTEADY_RATIO = 4.0
 KEYS = ["kernel", "m", "n", "k"]
-COLUMNS = ["kernel", "m", "n", "k", "run_a", "run_b", "gpu_a", "gpu_b", "median_ms_a", "median_ms_b", "reps_a",
-           "reps_b", "speedup", "ci_low", "ci_high", "verdict", "cublas_speedup", "vs_cublas", "vs_cublas_low",
-           "vs_cublas_high", "verdict_vs_cublas"]
+COLUMNS = ["kernel", "m", "n", "k", "run_a", "run_b", "gpu_a", "gpu_b", "median_ms_a", "median_ms_b", "iqr_ms_a",
+           "iqr_ms_b", "reps_a", "reps_b", "speedup", "ci_low", "ci_high", "verdict", "cublas_speedup", "vs_cublas", "vs_cublas_low",
+           "vs_cublas_high", "verdict_vs_cublas", "unsteady"]
 
 
 def output_dir(runs: list[str]) -> str:
@@ -58,6 +67,10 @@ def pairwise(a: pd.DataFrame, b: pd.DataFrame, *, run_a: str, run_b: str) -> pd.
     m["ci_low"] = m.speedup * (-Z95 * se).map(math.exp)
     m["ci_high"] = m.speedup * (Z95 * se).map(math.exp)
     m["verdict"] = _verdicts(m.ci_low, m.ci_high)
+    rel_a, rel_b = m.iqr_ms_a / m.median_ms_a, m.iqr_ms_b / m.median_ms_b
+    m["unsteady"] = ["A" if ra > UNSTEADY_REL and ra > UNSTEADY_RATIO * rb else
+                     "B" if rb > UNSTEADY_REL and rb > UNSTEADY_RATIO * ra else ""
+                     for ra, rb in zip(rel_a, rel_b)]
     m["_se"] = se
     lib = m[m.kernel == "cublas"][["m", "n", "k", "speedup", "_se"]].rename(
         columns={"speedup": "cublas_speedup", "_se": "_se_lib"})
@@ -88,10 +101,10 @@ def across_shapes(df: pd.DataFrame, *, order: list[str]) -> pd.DataFrame:
         rows.append(dict(kernel=kernel, shapes=len(g), geomean=math.exp(g.speedup.map(math.log).mean()),
                          low=g.speedup.min(), high=g.speedup.max(),
                          faster=int((g.verdict == "faster").sum()), slower=int((g.verdict == "slower").sum()),
-                         noise=int((g.verdict == "within noise").sum()),
+                         noise=int((g.verdict == "within noise").sum()), unsteady=int((g.unsteady != "").sum()),
                          vs_cublas=math.exp(vs.map(math.log).mean()) if len(vs) else float("nan")))
     out = pd.DataFrame(rows, columns=["kernel", "shapes", "geomean", "low", "high", "faster", "slower", "noise",
-                                      "vs_cublas"])
+                                      "unsteady", "vs_cublas"])
     return out.assign(_r=out.kernel.map(lambda k: rank.get(k, len(rank)))).sort_values("_r").drop(columns="_r")
 
 
@@ -121,19 +134,38 @@ def markdown(df: pd.DataFrame, *, order: list[str], shape=None) -> str:
     for r in at.itertuples():
         vs = ("| | |" if r.vs_cublas != r.vs_cublas else
               f"{r.vs_cublas:.3f} | {r.vs_cublas_low:.3f}–{r.vs_cublas_high:.3f} | {r.verdict_vs_cublas} |")
+        mark = f" (unsteady in {r.unsteady})" if r.unsteady else ""
         rows.append(f"| `{r.kernel}` | {r.median_ms_a:.3f} | {r.median_ms_b:.3f} | **{r.speedup:.3f}×** | "
-                    f"{r.ci_low:.3f}–{r.ci_high:.3f} | {r.verdict} | {vs}")
+                    f"{r.ci_low:.3f}–{r.ci_high:.3f} | {r.verdict}{mark} | {vs}")
     out += [f"At {shape_label(*shape)}:", "", *rows, ""]
     summary = across_shapes(df, order=order)
     rows = ["| implementation | shapes | speed-up (geometric mean) | smallest–largest | faster / slower / within noise "
-            "| vs cuBLAS (geometric mean) |", "| :--- | ---: | ---: | ---: | :--- | ---: |"]
+            "| unsteady | vs cuBLAS (geometric mean) |", "| :--- | ---: | ---: | ---: | :--- | ---: | ---: |"]
     for r in summary.itertuples():
         vs = "" if r.vs_cublas != r.vs_cublas else f"{r.vs_cublas:.3f}"
         rows.append(f"| `{r.kernel}` | {r.shapes} | **{r.geomean:.3f}×** | {r.low:.3f}–{r.high:.3f} | "
-                    f"{r.faster} / {r.slower} / {r.noise} | {vs} |")
+                    f"{r.faster} / {r.slower} / {r.noise} | {r.unsteady or ''} | {vs} |")
     out += ["Over every shape both runs timed and verified (the size sweep and, for the stages in it, the "
             "suite):", "", *rows, ""]
+    out += _unsteady_section(df, order=order)
     return "\n".join(out) + "\n"
+
+
+def _unsteady_section(df: pd.DataFrame, *, order: list[str]) -> list[str]:
+    bad = df[df.unsteady != ""]
+    head = (f"**Unsteady points** (the quartile range in one run over {UNSTEADY_REL:.0%} of the median and over "
+            f"{UNSTEADY_RATIO:g}× the other run's): ")
+    if bad.empty:
+        return [head + "none.", ""]
+    rank = {k: i for i, k in enumerate(order)}
+    bad = bad.assign(_r=bad.kernel.map(lambda k: rank.get(k, len(rank))), f=bad.m * bad.n * bad.k).sort_values(["_r", "f"])
+    rows = ["| implementation | shape | unsteady in | IQR / median A | IQR / median B | speed-up |",
+            "| :--- | :--- | :--- | ---: | ---: | ---: |"]
+    for r in bad.itertuples():
+        rows.append(f"| `{r.kernel}` | {shape_label(int(r.m), int(r.n), int(r.k))} | {r.run_a if r.unsteady == 'A' else r.run_b} "
+                    f"| {r.iqr_ms_a / r.median_ms_a:.1%} | {r.iqr_ms_b / r.median_ms_b:.1%} | {r.speedup:.3f}× |")
+    return [head + f"{len(bad)}. Their speed-ups say more about the run than about the implementation; "
+            "repeating the run is the check.", "", *rows, ""]
 
 
 def run(*, runs: list[str], benches: list[Path], out_md: Path, out_csv: Path, out_png: Path,

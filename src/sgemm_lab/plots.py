@@ -191,7 +191,7 @@ def compare_runs(df: pd.DataFrame, out: Path, *, order: list[str]) -> None:
 
 def _speedup_heatmap(part: pd.DataFrame, ax, *, order: list[str]) -> None:
     """Implementations (rows, in ladder order) by shapes (columns, by FLOPs): the speed-up, centred on 1
-    on a log scale; a cell whose interval contains 1 is hatched."""
+    on a log scale; a cell whose interval contains 1 is hatched, one unsteady in a run is framed."""
     part = part.assign(flops=part.m * part.n * part.k)
     shapes = part.drop_duplicates(["m", "n", "k"]).sort_values("flops")
     labels = [shape_label(m, n, k) for m, n, k in shapes[["m", "n", "k"]].itertuples(index=False)]
@@ -206,15 +206,19 @@ def _speedup_heatmap(part: pd.DataFrame, ax, *, order: list[str]) -> None:
     span = max(float(np.nanquantile(logs, 0.95)) if np.isfinite(logs).any() else 1.0, 0.05)
     sns.heatmap(np.log2(grid), annot=grid, fmt=".2f", cmap="RdBu", vmin=-span, vmax=span, ax=ax,
                 annot_kws={"fontsize": 7}, cbar_kws={"label": "log2 speed-up (right of 0: the later run is faster)"})
+    unsteady = part.pivot_table(index="kernel", columns="shape", values="unsteady", aggfunc="first").reindex(
+        index=kernels, columns=labels)
     for i, kernel in enumerate(kernels):
         for j, label in enumerate(labels):
             if noise.loc[kernel, label] == "within noise":
                 ax.add_patch(plt.Rectangle((j, i), 1, 1, fill=False, hatch="///", edgecolor="#8d99ae", lw=0))
+            if isinstance(unsteady.loc[kernel, label], str) and unsteady.loc[kernel, label]:
+                ax.add_patch(plt.Rectangle((j + 0.04, i + 0.06), 0.92, 0.88, fill=False, edgecolor="black", lw=1.6))
     ax.grid(False)
     ax.set_xlabel("shape (M×N×K, by FLOPs)")
     ax.set_ylabel("")
     ax.set_title(f"speed-up of {part.run_b.iloc[0]} over {part.run_a.iloc[0]} at every shape both timed "
-                 "(hatched: within noise)", fontsize=10)
+                 "(hatched: within noise; framed: unsteady in one run)", fontsize=10)
 
 
 def _metric_table(ncu: pd.DataFrame, shape) -> pd.DataFrame:
