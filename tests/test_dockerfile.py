@@ -9,25 +9,23 @@ import pytest
 from conftest import ROOT
 
 
-def _hadolint() -> str | None:
+@pytest.fixture
+def hadolint() -> str:
     beside = Path(sys.executable).with_name("hadolint")  # installed into the test environment
-    return str(beside) if beside.exists() else shutil.which("hadolint")
-
-
-def test_dockerfile_has_no_hadolint_finding():
-    exe = _hadolint()
+    exe = str(beside) if beside.exists() else shutil.which("hadolint")
     if exe is None:
         pytest.skip("hadolint not installed (pip install -r env/test.txt)")
-    res = subprocess.run([exe, "--no-color", str(ROOT / "docker" / "Dockerfile")], capture_output=True, text=True)
+    return exe
+
+
+def test_dockerfile_has_no_hadolint_finding(hadolint):
+    res = subprocess.run([hadolint, "--no-color", str(ROOT / "docker" / "Dockerfile")], capture_output=True, text=True)
     assert res.returncode == 0 and not res.stdout.strip(), res.stdout + res.stderr
 
 
-def test_hadolint_reports_a_bad_dockerfile(tmp_path):
+def test_hadolint_reports_a_bad_dockerfile(hadolint, tmp_path):
     """The check above can fail: an unpinned pip install and a missing FROM tag are findings."""
-    exe = _hadolint()
-    if exe is None:
-        pytest.skip("hadolint not installed (pip install -r env/test.txt)")
     bad = tmp_path / "Dockerfile"
     bad.write_text("FROM ubuntu\nRUN pip install numpy\n")
-    res = subprocess.run([exe, "--no-color", str(bad)], capture_output=True, text=True)
+    res = subprocess.run([hadolint, "--no-color", str(bad)], capture_output=True, text=True)
     assert res.returncode != 0 and "DL3006" in res.stdout

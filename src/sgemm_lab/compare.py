@@ -91,10 +91,16 @@ def _verdicts(low, high) -> list[str]:
             for lo, hi in zip(low, high)]
 
 
+def in_order(df: pd.DataFrame, order: list[str], *then: str) -> pd.DataFrame:
+    """``df`` sorted by implementation in ladder ``order`` (others last), then by the columns ``then``."""
+    rank = {k: i for i, k in enumerate(order)}
+    return (df.assign(_r=df.kernel.map(lambda k: rank.get(k, len(rank))))
+            .sort_values(["_r", *then], kind="stable").drop(columns="_r"))
+
+
 def across_shapes(df: pd.DataFrame, *, order: list[str]) -> pd.DataFrame:
     """Per implementation over every shape both runs timed and verified: the geometric mean of the
     speed-ups (and of ``vs_cublas``), the smallest and largest, and how many shapes got each verdict."""
-    rank = {k: i for i, k in enumerate(order)}
     rows = []
     for kernel, g in df.groupby("kernel", sort=False):
         vs = g.vs_cublas.dropna()
@@ -105,7 +111,7 @@ def across_shapes(df: pd.DataFrame, *, order: list[str]) -> pd.DataFrame:
                          vs_cublas=math.exp(vs.map(math.log).mean()) if len(vs) else float("nan")))
     out = pd.DataFrame(rows, columns=["kernel", "shapes", "geomean", "low", "high", "faster", "slower", "noise",
                                       "unsteady", "vs_cublas"])
-    return out.assign(_r=out.kernel.map(lambda k: rank.get(k, len(rank)))).sort_values("_r").drop(columns="_r")
+    return in_order(out, order)
 
 
 def markdown(df: pd.DataFrame, *, order: list[str], shape=None) -> str:
@@ -127,8 +133,7 @@ def markdown(df: pd.DataFrame, *, order: list[str], shape=None) -> str:
         sizes = df.assign(f=df.m * df.n * df.k).sort_values("f")
         shape = tuple(int(x) for x in sizes.iloc[-1][["m", "n", "k"]])
     at = df[(df.m == shape[0]) & (df.n == shape[1]) & (df.k == shape[2])]
-    rank = {k: i for i, k in enumerate(order)}
-    at = at.assign(_r=at.kernel.map(lambda k: rank.get(k, len(rank)))).sort_values("_r")
+    at = in_order(at, order)
     rows = ["| implementation | A ms | B ms | speed-up | 95% interval | verdict | vs cuBLAS | 95% interval | verdict |",
             "| :--- | ---: | ---: | ---: | ---: | :--- | ---: | ---: | :--- |"]
     for r in at.itertuples():
@@ -157,8 +162,7 @@ def _unsteady_section(df: pd.DataFrame, *, order: list[str]) -> list[str]:
             f"{UNSTEADY_RATIO:g}× the other run's): ")
     if bad.empty:
         return [head + "none.", ""]
-    rank = {k: i for i, k in enumerate(order)}
-    bad = bad.assign(_r=bad.kernel.map(lambda k: rank.get(k, len(rank))), f=bad.m * bad.n * bad.k).sort_values(["_r", "f"])
+    bad = in_order(bad.assign(f=bad.m * bad.n * bad.k), order, "f")
     rows = ["| implementation | shape | unsteady in | IQR / median A | IQR / median B | speed-up |",
             "| :--- | :--- | :--- | ---: | ---: | ---: |"]
     for r in bad.itertuples():

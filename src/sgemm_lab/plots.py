@@ -157,8 +157,8 @@ def accuracy_speed(bench: pd.DataFrame, checks: pd.DataFrame, out: Path, *, orde
 
 def compare_runs(df: pd.DataFrame, out: Path, *, order: list[str]) -> None:
     """Speed-up of each later run over the first: per implementation at the largest shape they share,
-    with its 95% interval (top), and at every shape both timed, as a heatmap whose crossed-out cells
-    are within noise (bottom); one column per later run."""
+    with its 95% interval (top), and at every shape both timed, as a heatmap (bottom: hatched cells are
+    within noise, framed ones unsteady); one column per later run."""
     if df.empty:
         placeholder(out, "no implementation timed and verified at the same shape in both runs")
         return
@@ -197,23 +197,21 @@ def _speedup_heatmap(part: pd.DataFrame, ax, *, order: list[str]) -> None:
     labels = [shape_label(m, n, k) for m, n, k in shapes[["m", "n", "k"]].itertuples(index=False)]
     part = part.assign(shape=[shape_label(m, n, k) for m, n, k in part[["m", "n", "k"]].itertuples(index=False)])
     kernels = [k for k in order if k in set(part.kernel)] + sorted(set(part.kernel) - set(order))
-    grid = part.pivot_table(index="kernel", columns="shape", values="speedup", aggfunc="first")
-    grid = grid.reindex(index=kernels, columns=labels)
-    noise = part.pivot_table(index="kernel", columns="shape", values="verdict", aggfunc="first").reindex(
-        index=kernels, columns=labels)
+
+    def cells(column: str) -> pd.DataFrame:  # kernels x shapes
+        return part.pivot_table(index="kernel", columns="shape", values=column, aggfunc="first").reindex(
+            index=kernels, columns=labels)
+
+    grid, verdict, unsteady = cells("speedup"), cells("verdict"), cells("unsteady").fillna("")
     # colour range: 95% of the cells' |log2| (one outlier would wash out the rest; its number still shows)
     logs = np.abs(np.log2(grid.to_numpy(dtype=float)))
     span = max(float(np.nanquantile(logs, 0.95)) if np.isfinite(logs).any() else 1.0, 0.05)
     sns.heatmap(np.log2(grid), annot=grid, fmt=".2f", cmap="RdBu", vmin=-span, vmax=span, ax=ax,
                 annot_kws={"fontsize": 7}, cbar_kws={"label": "log2 speed-up (right of 0: the later run is faster)"})
-    unsteady = part.pivot_table(index="kernel", columns="shape", values="unsteady", aggfunc="first").reindex(
-        index=kernels, columns=labels)
-    for i, kernel in enumerate(kernels):
-        for j, label in enumerate(labels):
-            if noise.loc[kernel, label] == "within noise":
-                ax.add_patch(plt.Rectangle((j, i), 1, 1, fill=False, hatch="///", edgecolor="#8d99ae", lw=0))
-            if isinstance(unsteady.loc[kernel, label], str) and unsteady.loc[kernel, label]:
-                ax.add_patch(plt.Rectangle((j + 0.04, i + 0.06), 0.92, 0.88, fill=False, edgecolor="black", lw=1.6))
+    for i, j in zip(*np.nonzero(verdict.to_numpy() == "within noise")):
+        ax.add_patch(plt.Rectangle((j, i), 1, 1, fill=False, hatch="///", edgecolor="#8d99ae", lw=0))
+    for i, j in zip(*np.nonzero(unsteady.to_numpy() != "")):
+        ax.add_patch(plt.Rectangle((j + 0.04, i + 0.06), 0.92, 0.88, fill=False, edgecolor="black", lw=1.6))
     ax.grid(False)
     ax.set_xlabel("shape (M×N×K, by FLOPs)")
     ax.set_ylabel("")

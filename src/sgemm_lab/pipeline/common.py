@@ -105,7 +105,6 @@ def add_provenance(df: pd.DataFrame, builds: list[dict], env: dict) -> pd.DataFr
     return out
 
 
-
 def one_gpu_model(tables: list["pd.DataFrame"], env: dict, run: str) -> None:
     """A run holds one GPU model's results: every row that names the GPU that measured it
     (``device_name``) names the model of the environment record. Jobs of a cluster that landed on
