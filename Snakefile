@@ -8,7 +8,10 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+include: "workflow/rules/configfiles.smk"
+
+
+configfile: BASE_CONFIG
 
 
 include: "workflow/rules/common.smk"

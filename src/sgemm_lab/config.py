@@ -12,10 +12,13 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .errors import ConfigError
 from .geometry import check_params
+
+if TYPE_CHECKING:
+    from .configfile import Origins
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -109,12 +112,34 @@ class KernelSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Distribution:
+    """Input values of a check (see verify.draw): ``kind`` and its parameters, under a ``name``."""
+
+    name: str
+    kind: str = "uniform"
+    log2_range: tuple[int, int] = (-20, 20)  # loguniform: the exponents of the magnitudes
+    scale_log2: int = 120                    # extreme: A scaled by 2^scale_log2, B by 2^-scale_log2
+
+
+UNIFORM = Distribution(name="uniform")
+
+
+@dataclass(frozen=True, kw_only=True)
 class CheckSettings:
     shapes: tuple[Shape, ...]
     alpha: float
     beta: float
     tolerance_factor: float
     tf32_tolerance_factor: float = 2.0
+    fp32_factor: float = 64.0  # FP32 class: error at most this times cuBLAS strict FP32's on the same inputs
+    distributions: tuple[Distribution, ...] = ()  # beyond uniform, run at distribution_shapes
+    distribution_shapes: tuple[Shape, ...] = ()
+
+    def points(self) -> tuple[tuple[Shape, Distribution], ...]:
+        """Every check point: each shape with uniform inputs, then each further distribution at the
+        distribution shapes."""
+        return tuple((s, UNIFORM) for s in self.shapes) + tuple(
+            (s, d) for d in self.distributions for s in self.distribution_shapes)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -258,12 +283,22 @@ def _where(error) -> str:
     return "".join(parts) or "<top level>"
 
 
-def validate(raw: Mapping[str, Any], *, source: str = "config") -> dict:
+def validate(raw: Mapping[str, Any], *, source: str = "config", origins: "Origins | None" = None) -> dict:
     """Return a validated copy of ``raw`` with every schema default filled in.
 
-    Raises ConfigError with one line naming the offending key and the file.
+    Raises ConfigError with one line naming the file that set the offending key (``origins``: which
+    file set which key; else ``source``), the key, and what is wrong.
     """
-    cfg = copy.deepcopy(dict(raw))
+    from . import config_rules
+    from .configfile import numbers_as_numbers
+
+    cfg = numbers_as_numbers(copy.deepcopy(dict(raw)))
+    config_rules.run_name(cfg)
+
+    def where(path) -> str:
+        return origins.of(tuple(path)) if origins is not None else source
+
+    config_rules.finite_numbers(cfg, where)
     schema = load_schema()
     for key, sub in schema["properties"].items():  # --config strict=false arrives as a string
         if sub.get("type") == "boolean" and isinstance(cfg.get(key), str) and cfg[key].lower() in ("true", "false"):
@@ -275,39 +310,42 @@ def validate(raw: Mapping[str, Any], *, source: str = "config") -> dict:
     if errors:
         err = errors[0]
         more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise ConfigError(f"{source}: {_where(err)}: {err.message}{more}")
+        raise ConfigError(f"{where(err.absolute_path)}: {_where(err)}: {err.message}{more}")
+    config_rules.check_all(cfg, where)
     ids = [k["id"] for k in cfg["kernels"]]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
-        raise ConfigError(f"{source}: kernels: duplicate id(s) {', '.join(dupes)}")
+        raise ConfigError(f"{where(('kernels',))}: kernels: duplicate id(s) {', '.join(dupes)}")
     clash = sorted(set(ids) & set(BASELINES))
     if clash:
-        raise ConfigError(f"{source}: kernels: id(s) {', '.join(clash)} are reserved for baselines")
+        raise ConfigError(f"{where(('kernels',))}: kernels: id(s) {', '.join(clash)} are reserved for baselines")
     for i, k in enumerate(cfg["kernels"]):
+        here = where(("kernels", i))
         for src in k.get("tune_from", []):
             target = next((t for t in cfg["kernels"] if t["id"] == src), None)
             if target is None or not target.get("sweep"):
-                raise ConfigError(f"{source}: kernels[{i}] ({k['id']}): tune_from names '{src}', "
+                raise ConfigError(f"{here}: kernels[{i}] ({k['id']}): tune_from names '{src}', "
                                   "which is not a configured stage with a tile sweep")
         if "dispatch_from" in k:
             earlier = {t["id"]: t for t in cfg["kernels"][:i]}
             base = earlier.get(k["dispatch_from"])
             if base is None or "source" not in base or base.get("backend", "cuda") != "cuda":
-                raise ConfigError(f"{source}: kernels[{i}] ({k['id']}): dispatch_from names '{k['dispatch_from']}', "
+                raise ConfigError(f"{here}: kernels[{i}] ({k['id']}): dispatch_from names '{k['dispatch_from']}', "
                                   "which is not an earlier CUDA stage with a source")
             for j, over in enumerate(k["candidates"]):
                 unknown = sorted(set(over) - set(base.get("params", {})))
                 if unknown:
-                    raise ConfigError(f"{source}: kernels[{i}] ({k['id']}): candidates[{j}] sets "
+                    raise ConfigError(f"{here}: kernels[{i}] ({k['id']}): candidates[{j}] sets "
                                       f"{', '.join(unknown)}, which {base['id']} has no default for")
         if "source" in k and not (KERNEL_DIR / k["source"]).is_file():
             raise ConfigError(
-                f"{source}: kernels[{i}] ({k['id']}): source file kernels/{k['source']} does not exist"
+                f"{here}: kernels[{i}] ({k['id']}): source file kernels/{k['source']} does not exist"
             )
     return cfg
 
 
-def from_dict(raw: Mapping[str, Any], *, source: str = "config", trusted: bool = False) -> LabConfig:
+def from_dict(raw: Mapping[str, Any], *, source: str = "config", trusted: bool = False,
+              origins: "Origins | None" = None) -> LabConfig:
     """The LabConfig of ``raw``. ``trusted``: ``raw`` is a config that ``validate`` already filled in (the
     workflow does this once; its jobs then skip the schema, and importing jsonschema); a dict that turns
     out not to be complete is validated after all."""
@@ -316,7 +354,8 @@ def from_dict(raw: Mapping[str, Any], *, source: str = "config", trusted: bool =
             return _records(raw)
         except KeyError:
             pass
-    return _records(validate(raw, source=source), source=source)
+    cfg = validate(raw, source=source, origins=origins)
+    return _records(cfg, source=source if origins is None else origins.of(("kernels",)))
 
 
 def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
@@ -381,6 +420,12 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
             beta=float(check["beta"]),
             tolerance_factor=float(check["tolerance_factor"]),
             tf32_tolerance_factor=float(check["tf32_tolerance_factor"]),
+            fp32_factor=float(check["fp32_factor"]),
+            distributions=tuple(Distribution(name=d["name"], kind=d["kind"],
+                                             log2_range=tuple(d.get("log2_range", (-20, 20))),
+                                             scale_log2=int(d.get("scale_log2", 120)))
+                                for d in check["distributions"]),
+            distribution_shapes=tuple(dict.fromkeys(Shape.of(s) for s in check["distribution_shapes"])),
         ),
         bench=BenchSettings(
             shapes=tuple(dict.fromkeys(shapes)),
@@ -414,17 +459,9 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
 
 def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> LabConfig:
     """Read a YAML config file (plus optional top-level overrides) into a LabConfig."""
-    import yaml
+    from .configfile import Origins, read
 
-    path = Path(path)
-    try:
-        with open(path) as fh:
-            raw = yaml.safe_load(fh) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} not found") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping")
+    raw = read(path)
+    origins = Origins([(str(path), raw)], overrides)
     raw.update(overrides or {})
-    return from_dict(raw, source=str(path))
+    return from_dict(raw, source=str(path), origins=origins)

@@ -1,21 +1,15 @@
 # Configuration validation (JSON schema with defaults) and every input/target function.
 import json
-import sys
 import time
-from pathlib import Path
-
-# the package is used from the checkout (scripts add the same directory to their own path)
-SRC = str(Path(workflow.basedir) / "src")
-if SRC not in sys.path:
-    sys.path.insert(0, SRC)
 
 from sgemm_lab.config import BASELINES, from_dict, validate
-from sgemm_lab.errors import ConfigError
+from sgemm_lab.configfile import Origins
 
 try:
     # validated once, here, with every default filled in: the jobs receive the complete config and
-    # build their records from it without the schema (sgemm_lab.config.from_dict(trusted=True))
-    _validated = validate(config, source="config")
+    # build their records from it without the schema (sgemm_lab.config.from_dict(trusted=True)).
+    # A refusal names the file that set the key (configfiles.smk read them).
+    _validated = validate(config, source="config", origins=Origins(CONFIG_FILES, COMMAND_LINE_CONFIG))
     config.clear()
     config.update(_validated)
     LAB = from_dict(config, trusted=True)
