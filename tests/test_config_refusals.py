@@ -1,0 +1,142 @@
+"""Settings that would make verification vacuous, sizes nothing can hold, and config files that
+cannot be read as written: each is one line naming the file and the key, from the library and from
+`snakemake -n` with an overlay, with no traceback."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT, kernel_entry
+
+from sgemm_lab import config as cfgmod
+from sgemm_lab.configfile import Origins, read
+from sgemm_lab.errors import ConfigError
+
+
+def _refused(raw_config, patch: dict, source="config/config.yaml") -> str:
+    for key, val in patch.items():
+        if isinstance(val, dict):
+            raw_config.setdefault(key, {}).update(val)
+        else:
+            raw_config[key] = val
+    with pytest.raises(ConfigError) as err:
+        cfgmod.from_dict(raw_config, source=source)
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(source + ": ")
+    return msg
+
+
+@pytest.mark.parametrize("patch, needle", [
+    ({"check": {"alpha": 0.0}}, "check.alpha must not be 0: with alpha = 0 the result is beta * C"),
+    ({"check": {"alpha": float("nan")}}, "check.alpha must be a finite number, not nan"),
+    ({"check": {"beta": 0}}, "check.beta must not be 0: the beta0 mode already checks it"),
+    ({"check": {"beta": float("inf")}}, "check.beta must be a finite number, not inf"),
+    ({"check": {"tolerance_factor": float("nan")}}, "check.tolerance_factor must be a finite number"),
+    ({"check": {"shapes": []}}, "check.shapes must list at least one shape"),
+    ({"check": {"tolerance_factor": 1e6}}, "check.tolerance_factor"),
+    ({"check": {"fp32_factor": 1e6}}, "check.fp32_factor"),
+    ({"check": {"distribution_shapes": []}}, "check.distribution_shapes is empty"),
+    ({"check": {"distributions": [{"name": "uniform", "kind": "normal"}]}}, "must not be 'uniform'"),
+    ({"check": {"distributions": [{"name": "n", "kind": "normal"}, {"name": "n", "kind": "positive"}]}},
+     "'n' is given twice"),
+    ({"check": {"distributions": [{"name": "w", "kind": "loguniform", "log2_range": [5, -5]}]}},
+     "the first must be below the second"),
+    ({"bench": {"shapes": [[100000, 100000, 100000]]}}, "bench.shapes[0] 100000x100000x100000: A would have 1e+10"),
+    ({"suite": {"shapes": [[65536, 65536, 16]]}}, "suite.shapes[0] 65536x65536x16: C would have"),
+    ({"bench": {"square": [10**9]}}, "bench.square[0]"),
+    ({"bench": {"min_reps": 50, "max_reps": 10}}, "bench.min_reps (50) is above bench.max_reps (10)"),
+    ({"sweep": {"min_reps": 50, "max_reps": 10}}, "sweep.min_reps (50) is above sweep.max_reps (10)"),
+    ({"arch": "sm_1"}, "arch 'sm_1' is not a GPU architecture"),
+    ({"seed": 2**64}, "seed"),
+])
+def test_vacuous_or_impossible_settings_are_refused_in_plain_words(raw_config, patch, needle):
+    assert needle in _refused(raw_config, patch)
+
+
+def test_stage_level_refusals(raw_config):
+    raw_config["kernels"] = [kernel_entry(), dict(id="98_tuned", title="t", tune_from=["98_tuned"])]
+    assert "tune_from of 98_tuned names 98_tuned itself" in _refused(raw_config, {})
+    raw_config["kernels"] = [kernel_entry(source="00_hostmult.c")]
+    assert "kernels[0].source of CUDA stage 99_test is '00_hostmult.c'" in _refused(raw_config, {})
+    raw_config["kernels"] = [kernel_entry(arch="sm_9")]
+    assert "kernels[0].arch 'sm_9'" in _refused(raw_config, {})
+
+
+def test_the_default_configs_stay_valid_and_check_at_long_k(raw_config):
+    lab = cfgmod.from_dict(raw_config)
+    assert any(s.k == 65536 for s in lab.check.shapes)
+    assert {d.kind for d in lab.check.distributions} == {"normal", "loguniform", "positive", "extreme"}
+    points = lab.check.points()
+    assert len(points) == len(lab.check.shapes) + len(lab.check.distributions) * len(lab.check.distribution_shapes)
+    cfgmod.load(ROOT / ".test" / "config" / "config.yaml")
+
+
+def test_a_numeric_run_name_is_a_name_and_1e3_a_number(raw_config):
+    raw_config["run"] = 2024
+    raw_config["bench"]["target_ms"] = "1e3"  # what Snakemake's YAML reader hands over for 1e3
+    lab = cfgmod.from_dict(raw_config)
+    assert lab.run == "2024" and lab.bench.target_ms == 1000.0
+
+
+def test_yaml_errors_name_file_line_and_column(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("check:\n  shapes: [[1, 2, 3]\n  alpha: 1\n")
+    with pytest.raises(ConfigError) as err:
+        read(bad)
+    assert str(err.value).startswith(f"{bad}:") and "not valid YAML" in str(err.value)
+    assert str(err.value).split(":")[1].isdigit() and str(err.value).split(":")[2].isdigit()
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("check:\n  beta: 1\n  beta: 2\n")
+    with pytest.raises(ConfigError, match=rf"{dup}:3:3: not valid YAML: key 'beta' is given twice \(first on line 2\)"):
+        read(dup)
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        read(tmp_path / "list.yaml")
+    assert read(_write(tmp_path, "n.yaml", "a: 1e3\nb: -2.5E-3\nc: '1e3'\n")) == {"a": 1000.0, "b": -0.0025, "c": "1e3"}
+
+
+def _write(tmp_path, name, text):
+    (tmp_path / name).write_text(text)
+    return tmp_path / name
+
+
+def test_origins_name_the_file_that_set_a_key():
+    base = {"check": {"alpha": 1.25, "beta": -0.75}, "kernels": [{"id": "a"}]}
+    over = {"check": {"alpha": 0.0}}
+    o = Origins([("config/config.yaml", base), ("overlay.yaml", over)], {"run": "x"})
+    assert o.of(("check", "alpha")) == "overlay.yaml"
+    assert o.of(("check", "beta")) == "config/config.yaml"
+    assert o.of(("kernels", 0, "params")) == "config/config.yaml"
+    assert o.of(("run",)) == "--config"
+    assert o.of(("sweep", "jobs")) == "the schema's defaults"
+
+
+def _snakemake_n(tmp_path, overlay: str):
+    path = tmp_path / "overlay.yaml"
+    path.write_text(overlay)
+    t0 = time.perf_counter()
+    # targets before --configfile (it takes several files)
+    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", "all", "--configfile", str(path)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return r, path, time.perf_counter() - t0
+
+
+@pytest.mark.parametrize("overlay, needle", [
+    ("check: {alpha: 0.0}\n", "check.alpha must not be 0"),
+    ("check: {alpha: .nan}\n", "check.alpha must be a finite number, not nan"),
+    ("check: {beta: 0}\n", "check.beta must not be 0"),
+    ("bench: {shapes: [[100000, 100000, 100000]]}\n", "A would have 1e+10 elements"),
+    ("check:\n  beta: 1\n  beta: 2\n", ":3:3: not valid YAML: key 'beta' is given twice"),
+])
+def test_snakemake_refuses_an_overlay_naming_it(tmp_path, overlay, needle):
+    r, path, seconds = _snakemake_n(tmp_path, overlay)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and needle in out and str(path) in out, out[-2000:]
+    assert "Traceback" not in out
+    print(f"refused in {seconds:.2f} s")  # the whole snakemake start included
+
+
+def test_snakemake_takes_a_numeric_run_name(tmp_path):
+    r, _path, _s = _snakemake_n(tmp_path, "run: 2024\nbench: {target_ms: 1e3}\n")
+    assert r.returncode == 0, (r.stdout + r.stderr)[-2000:]
