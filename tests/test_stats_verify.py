@@ -109,12 +109,15 @@ def test_check_modes_catch_an_ignored_alpha_and_a_read_of_c_when_beta_is_zero():
         c0 = np.full_like(c, np.nan) if poison else c
         return (alpha * (a @ b) + beta * c0).astype(np.float32)  # 0 * NaN = NaN
 
-    ok = _check_rows(p, verify.references(p), good, verify.tolerance(p.shape.k, 10.0))
+    from sgemm_lab.config import CheckSettings
+
+    check = CheckSettings(shapes=(), alpha=1.25, beta=-0.75, tolerance_factor=10)
+    ok = _check_rows(p, verify.references(p), good, "fp32", check)
     assert [r["mode"] for r in ok] == ["beta", "beta0_poisoned", "alpha0"] and all(r["passed"] for r in ok)
     assert [r["alpha"] for r in ok] == [1.25, 1.25, 0.0]
-    bad_alpha = _check_rows(p, verify.references(p), ignores_alpha, verify.tolerance(p.shape.k, 10.0))
+    bad_alpha = _check_rows(p, verify.references(p), ignores_alpha, "fp32", check)
     assert [r["passed"] for r in bad_alpha] == [True, True, False]
-    bad_c = _check_rows(p, verify.references(p), reads_c_always, verify.tolerance(p.shape.k, 10.0))
+    bad_c = _check_rows(p, verify.references(p), reads_c_always, "fp32", check)
     assert [r["passed"] for r in bad_c] == [True, False, True] and "NaN" in bad_c[1]["reason"]
 
 
@@ -201,3 +204,93 @@ def test_later_warm_up_ends_early_only_when_the_clock_is_back():
     assert warm_enough(100.0, warmup_ms=100, rewarm_ms=20, hot_clock=1980, clock=idle)  # full time: always
     assert not warm_enough(50.0, warmup_ms=100, rewarm_ms=20, hot_clock=1980, clock=unknown)
     assert not warm_enough(50.0, warmup_ms=100, rewarm_ms=None, hot_clock=1980, clock=hot)
+
+
+def _sequential_fp32(p, alpha, beta, poison):
+    """A strict-FP32 GEMM summing over K in one running float32 sum, as the early ladder stages do."""
+    products = p.a.T[:, :, None] * p.b[:, None, :]  # (K, M, N) in float32
+    acc = np.cumsum(products, axis=0, dtype=np.float32)[-1]  # cumsum adds in order, unlike sum
+    c0 = np.full_like(p.c, np.nan) if poison else p.c
+    out = np.float32(alpha) * acc
+    return out + np.float32(beta) * c0 if beta != 0 else out
+
+
+def _tf32_gemm(p, alpha, beta, poison):
+    ab = _to_tf32(p.a).astype(np.float64) @ _to_tf32(p.b).astype(np.float64)
+    c0 = np.full_like(p.c, np.nan) if poison else p.c.astype(np.float64)
+    return (alpha * ab + (beta * c0 if beta != 0 else 0.0)).astype(np.float32)
+
+
+def _numpy_sgemm(p, alpha, beta, poison):
+    c0 = np.full_like(p.c, np.nan) if poison else p.c
+    out = np.float32(alpha) * (p.a @ p.b)
+    return out + np.float32(beta) * c0 if beta != 0 else out
+
+
+@pytest.mark.parametrize("kind", ["uniform", "normal", "loguniform"])
+def test_the_fp32_limit_rejects_tf32_where_the_absolute_bound_alone_does_not(kind):
+    """At long K the absolute bound (10 eps sqrt(K)) is above TF32's error; measured against a strict
+    FP32 GEMM on the same inputs, TF32 fails and an FP32 sum in another order passes."""
+    from sgemm_lab.config import CheckSettings, Distribution
+    from sgemm_lab.runners import _check_rows
+
+    k = 2**17
+    check = CheckSettings(shapes=(), alpha=1.25, beta=-0.75, tolerance_factor=10)
+    p = verify.make_problem(Shape(m=4, n=4, k=k), alpha=1.25, beta=-0.75, seed=3,
+                            dist=Distribution(name=kind, kind=kind))
+    refs = verify.references(p)
+    baseline = lambda alpha, beta, poison: _numpy_sgemm(p, alpha, beta, poison)  # noqa: E731
+    tf32 = _check_rows(p, refs, lambda *a: _tf32_gemm(p, *a), "fp32", check, baseline)
+    assert tf32[0]["rel_err"] < verify.tolerance(k, 10), "the absolute bound alone would pass TF32 here"
+    assert not tf32[0]["passed"] and "cuBLAS FP32" in tf32[0]["reason"]
+    assert tf32[0]["fp32_limit"] == tf32[0]["tolerance"] < verify.tolerance(k, 10)
+    assert tf32[0]["cublas_rel_err"] > 0 and tf32[0]["fp32_basis"] == "cublas"
+    seq = _check_rows(p, refs, lambda *a: _sequential_fp32(p, *a), "fp32", check, baseline)
+    assert all(r["passed"] for r in seq), [r["reason"] for r in seq]
+    # held to its own class, the same TF32 result passes; its row still records the FP32 limit it fails
+    as_tf32 = _check_rows(p, refs, lambda *a: _tf32_gemm(p, *a), "tf32", check, baseline)
+    assert as_tf32[0]["passed"] and as_tf32[0]["rel_err"] > as_tf32[0]["fp32_limit"]
+    # without a baseline (no GPU) the absolute bound alone applies, and says so
+    alone = _check_rows(p, refs, lambda *a: _tf32_gemm(p, *a), "fp32", check)
+    assert alone[0]["passed"] and alone[0]["fp32_basis"] == "absolute" and np.isnan(alone[0]["cublas_rel_err"])
+
+
+def test_an_exact_baseline_does_not_make_every_rounding_a_failure():
+    from sgemm_lab.config import CheckSettings
+
+    check = CheckSettings(shapes=(), alpha=1.25, beta=-0.75, tolerance_factor=10)
+    assert verify.fp32_limit(1024, check, 0.0) == pytest.approx(check.fp32_factor * verify.BASELINE_ERR_FLOOR)
+    assert verify.fp32_limit(1024, check, float("nan")) == verify.tolerance(1024, 10)
+    assert verify.fp32_limit(1024, check, 1.0) == verify.tolerance(1024, 10)
+
+
+@pytest.mark.parametrize("kind", ["normal", "loguniform", "positive", "extreme"])
+def test_input_distributions_are_what_they_say(kind):
+    from sgemm_lab.config import Distribution
+
+    d = Distribution(name=kind, kind=kind)
+    p = verify.make_problem(Shape(m=64, n=48, k=256), alpha=1.25, beta=-0.75, seed=5, dist=d)
+    assert p.dist == kind and all(x.dtype == np.float32 for x in (p.a, p.b, p.c))
+    for x in (p.a, p.b, p.c):
+        assert np.all(np.isfinite(x)) and np.count_nonzero(x == 0) == 0
+    if kind == "positive":
+        assert min(p.a.min(), p.b.min(), p.c.min()) > 0 and max(p.a.max(), p.b.max()) <= 1
+    if kind == "loguniform":
+        mags = np.log2(np.abs(p.a))
+        assert mags.min() >= -20 - 1e-6 and mags.max() <= 20 + 1e-6 and mags.max() - mags.min() > 30
+        assert (p.a < 0).any() and (p.a > 0).any()
+    if kind == "extreme":
+        assert np.abs(p.a).max() > 2.0**110 and np.abs(p.b).max() < 2.0**-110
+        ab, _ = verify.references(p)
+        assert np.all(np.isfinite(ab)) and np.abs(ab).max() < 1e4  # products of order 1
+    same = verify.make_problem(Shape(m=64, n=48, k=256), alpha=1.25, beta=-0.75, seed=5, dist=d)
+    assert np.array_equal(same.a, p.a)  # a seed replays its inputs
+
+
+def test_uniform_inputs_are_unchanged_for_a_seed():
+    """Seeds recorded by earlier runs still replay their inputs: uniform draws as it always did."""
+    rng = np.random.default_rng(11)
+    x = rng.random((5, 3), dtype=np.float32) * 2 - 1
+    x[x == 0] = 0.5
+    p = verify.make_problem(Shape(m=5, n=4, k=3), alpha=1.0, beta=1.0, seed=11)
+    assert np.array_equal(p.a, x)

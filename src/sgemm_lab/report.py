@@ -532,14 +532,40 @@ def _ladder(run: _Run) -> list[str]:
 
 
 def _accuracy(run: _Run) -> list[str]:
-    acc = accuracy_table(run.cfg, run.checks)
+    from . import accuracy
+
+    acc = accuracy_table(run.cfg, accuracy.uniform_rows(run.checks))
     if not acc:
         return []
+    c = run.cfg.check
     out = ["## Accuracy", "",
-           "Relative Frobenius error against the float64 reference over every check run (each shape with "
-           "C read, with beta = 0 on a NaN-filled C, and with alpha = 0). The precision class sets the "
-           "tolerance (see Method); the last column is the worst run's error as a fraction of its "
-           "tolerance.", "", acc, ""]
+           "Relative Frobenius error against the float64 reference over every check run on uniform inputs (each "
+           "shape with C read, with beta = 0 on a NaN-filled C, and with alpha = 0). The precision class sets the "
+           "limit (see Method); the last column is the worst run's error as a fraction of its limit.", "", acc, ""]
+    power = accuracy.class_power(run.checks)
+    if power:
+        table, fails, shapes = power
+        out += ["### Can the FP32 class tell TF32 from FP32?", "",
+                f"At every check point the FP32 class's limit is the smaller of {c.tolerance_factor:g} · eps_fp32 · "
+                f"sqrt(K) and {c.fp32_factor:g} times the error of cuBLAS strict FP32 on the same inputs "
+                "(`fp32_limit` and `cublas_rel_err` in `check.csv`). Held to it, cuBLAS in TF32 mode "
+                f"fails at {fails} of {shapes} check shapes"
+                + (" (every one): the criterion has the power to reject a TF32-rounded kernel declared FP32, "
+                   "measured here rather than assumed." if fails == shapes else
+                   ": **at the others the criterion could not reject a TF32 kernel declared FP32.**"),
+                "", table, ""]
+    dist = accuracy.by_distribution(run.checks, list(run.cfg.implementations), run.cfg.precisions)
+    if dist:
+        names = ", ".join(f"{d.name} ({d.kind})" for d in c.distributions)
+        shapes = ", ".join(str(s) for s in c.distribution_shapes)
+        out += ["### Input distributions", "",
+                f"Beyond uniform [-1, 1) at every check shape, every stage also ran on {names} inputs at {shapes}. "
+                "Each cell is the worst error over those shapes and the modes that multiply, as a multiple of "
+                "cuBLAS strict FP32's error on the same inputs; ✗ marks a failed check (the row in "
+                "`check.csv` says which limit).", "", dist, ""]
+        failed = accuracy.failed_points(run.checks, run.cfg.precisions)
+        if failed:
+            out += ["FP32-accurate stages outside their class on these inputs:", ""] + [f"- {f}" for f in failed] + [""]
     if run.fig.get("accuracy"):
         out += [f"![accuracy against speed]({run.fig['accuracy']})", ""]
     return out
@@ -673,11 +699,15 @@ def _method(run: _Run) -> list[str]:
            "- **SM clock** read through NVML just before and after each point's timed launches: "
            + (f"{int(clocks.min())}–{int(clocks.max())} MHz (max {env.get('max_sm_clock_mhz', '?')} MHz)."
               if len(clocks) else "not available."),
-           f"- **Verification**: fresh random inputs U[-1, 1) for every check and every timed point, two runs each: C "
+           f"- **Verification**: fresh random inputs U[-1, 1) for every check and every timed point (checks also on "
+           "the input distributions of the Accuracy section), each in two runs: C "
            f"read with alpha = {cfg.check.alpha}, beta = {cfg.check.beta}, then beta = 0 on a C pre-filled with NaN "
-           "(catches unwritten outputs and reads of C when beta = 0). Pass: no NaN/Inf and relative Frobenius error < "
+           "(catches unwritten outputs and reads of C when beta = 0); the check step adds a third with alpha = 0. "
+           "Pass: no NaN/Inf and relative Frobenius error < "
            f"{cfg.check.tolerance_factor:g} · eps_fp32 · sqrt(K)"
            + (f" (e.g. {cfg.check.tolerance_factor * 2**-23 * math.sqrt(tol_ks[-1]):.1e} at K = {tol_ks[-1]})" if tol_ks else "")
+           + f", and in the check step also at most {cfg.check.fp32_factor:g} times the error of cuBLAS strict FP32 "
+           "on the same inputs (the absolute bound alone passes TF32 from K of about 2^16 on)"
            + (f"; TF32-class stages (`precision: tf32`): {cfg.check.tf32_tolerance_factor:g} · 2^-11 plus that bound"
               if any(k.precision == "tf32" for k in cfg.kernels) else "")
            + ". Reference: float64 NumPy on the CPU in the check rule; float64 cuBLAS DGEMM on the GPU for timed GPU "

@@ -1,0 +1,116 @@
+"""The report's accuracy tables, from check rows (``check.csv``): whether the FP32 class can tell TF32
+from FP32 at every check shape, and every FP32-accurate stage's error on each input distribution as
+a multiple of cuBLAS strict FP32's on the same inputs.
+
+Rows from runs before these columns existed (no ``distribution``, ``cublas_rel_err``, ``fp32_limit``)
+give no table (None).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+# the modes in which A @ B is computed (alpha0 only scales C, which TF32 does exactly)
+MULTIPLYING = ("beta", "beta0_poisoned")
+
+
+def _label(m, n, k) -> str:
+    return f"{int(m)}x{int(n)}x{int(k)}"
+
+
+def _table(header: list[str], rows: list[list[str]], align: str) -> str:
+    marks = {"l": ":--", "r": "--:"}
+    return "\n".join(["| " + " | ".join(header) + " |", "| " + " | ".join(marks[a] for a in align) + " |"]
+                     + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def _ran(checks: pd.DataFrame | None, *columns: str) -> pd.DataFrame | None:
+    if checks is None or checks.empty or any(c not in checks for c in ("rel_err", *columns)):
+        return None
+    ran = checks[(checks["status"].isin(["pass", "fail"])) & checks["rel_err"].notna()].copy()
+    if "distribution" in ran:
+        ran["distribution"] = ran["distribution"].fillna("uniform")
+    return ran
+
+
+def uniform_rows(checks: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The check rows on uniform inputs (all rows of a run without distributions)."""
+    if checks is None or "distribution" not in checks:
+        return checks
+    return checks[checks["distribution"].fillna("uniform") == "uniform"]
+
+
+def class_power(checks: pd.DataFrame | None, tf32_impl: str = "cublas_tf32") -> tuple[str, int, int] | None:
+    """Per uniform check shape: cuBLAS FP32's error, the FP32-class limit, the absolute bound's share in
+    it, cuBLAS TF32's error, and whether TF32 fails the FP32 class there (in both modes that multiply).
+    Returns (table, shapes where TF32 fails, shapes measured)."""
+    ran = _ran(uniform_rows(checks), "fp32_limit", "cublas_rel_err")
+    if ran is None:
+        return None
+    tf = ran[(ran["kernel"] == tf32_impl) & ran["mode"].isin(MULTIPLYING)]
+    if tf.empty:
+        return None
+    rows, fails = [], 0
+    for (m, n, k), g in tf.groupby(["m", "n", "k"], sort=False):
+        ratio = (g["rel_err"] / g["fp32_limit"]).min()  # the mode in which TF32 came closest to passing
+        failed = bool(ratio > 1)
+        fails += failed
+        worst = g.loc[g["rel_err"].idxmax()]
+        rows.append([_label(m, n, k), f"{g['cublas_rel_err'].max():.2e}", f"{g['fp32_limit'].min():.2e}",
+                     f"{worst['rel_err']:.2e}",
+                     f"fails ({ratio:.0f}x the limit)" if failed else f"**passes** ({ratio:.2f}x the limit)"])
+    table = _table(["check shape", "cuBLAS FP32 error", "FP32 limit", "cuBLAS TF32 error", "TF32 held to the FP32 class"],
+                   rows, "lrrrl")
+    return table, fails, len(rows)
+
+
+def by_distribution(checks: pd.DataFrame | None, order: list[str], precision: dict[str, str]) -> str | None:
+    """Every FP32-accurate implementation (classes fp32 and 3xtf32) and cuBLAS TF32 for scale: per input
+    distribution, the worst error over the shapes and modes that multiply, as a multiple of cuBLAS
+    FP32's on the same inputs; a failed check is marked."""
+    ran = _ran(checks, "distribution", "cublas_rel_err")
+    if ran is None:
+        return None
+    ran = ran[ran["mode"].isin(MULTIPLYING) & (ran["cublas_rel_err"] > 0)]
+    dists = list(dict.fromkeys(ran["distribution"]))
+    if len(dists) < 2:
+        return None
+    ran = ran.assign(ratio=ran["rel_err"] / ran["cublas_rel_err"])
+    rows = []
+    for impl in order:
+        if precision.get(impl, "fp32") not in ("fp32", "3xtf32") and impl != "cublas_tf32":
+            continue
+        mine = ran[ran["kernel"] == impl]
+        if mine.empty:
+            continue
+        cells = []
+        for d in dists:
+            g = mine[mine["distribution"] == d]
+            if g.empty:
+                cells.append("–")
+                continue
+            worst = g.loc[g["ratio"].idxmax()]
+            mark = " ✗" if (g["status"] == "fail").any() else ""
+            cells.append(f"{worst['ratio']:.2g}x{mark}")
+        rows.append([f"`{impl}`", precision.get(impl, "fp32"), *cells])
+    if not rows:
+        return None
+    return _table(["implementation", "class", *dists], rows, "ll" + "r" * len(dists))
+
+
+def failed_points(checks: pd.DataFrame | None, precision: dict[str, str]) -> list[str]:
+    """One line per FP32-class or 3xTF32 check point that failed on a distribution other than uniform."""
+    ran = _ran(checks, "distribution")
+    if ran is None:
+        return []
+    bad = ran[(ran["status"] == "fail") & (ran["distribution"] != "uniform")
+              & ran["kernel"].map(lambda k: precision.get(k, "fp32") in ("fp32", "3xtf32"))]
+    out = []
+    for _, r in bad.iterrows():
+        lib = r.get("cublas_rel_err", math.nan)
+        out.append(f"`{r['kernel']}` at {_label(r['m'], r['n'], r['k'])} ({r['distribution']}, {r['mode']}): "
+                   f"error {r['rel_err']:.2e}, limit {r['tolerance']:.2e}"
+                   + (f", cuBLAS FP32 {lib:.2e}" if isinstance(lib, float) and math.isfinite(lib) else ""))
+    return out
