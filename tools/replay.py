@@ -1,0 +1,128 @@
+"""Replay one check point from its row in a run's check.csv: the same inputs (shape, distribution, seed,
+alpha, beta), and, on a GPU with the run's build in results/<run>/build/, the same implementation again.
+
+    python tools/replay.py reports/h100/check.csv --kernel 18_wgmma_3xtf32 --shape 256x256x65536 \\
+        --distribution positive --mode beta
+    python tools/replay.py reports/h100/check.csv --row 412 --inputs-only
+
+Without --inputs-only it needs what the pipeline needs (a GPU, env/pipeline.txt) and the build of the
+implementation (`snakemake --cores 1 results/<run>/build/<kernel>.json --config run=<run>`); it prints the
+recorded row and the replayed one side by side. --inputs-only needs no GPU: it draws the inputs again
+and prints their checksums and the float64 reference's norm, which is how a seed is shown to replay.
+The distributions are read from the configuration (config/config.yaml and any --configfile overlays).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from sgemm_lab import config as cfgmod  # noqa: E402
+from sgemm_lab.errors import LabError  # noqa: E402
+
+
+def pick(table: Path, args) -> dict:
+    """The one row of ``table`` that --row or the filters name (as strings, seeds exact)."""
+    import pandas as pd
+
+    df = pd.read_csv(table, dtype=str, keep_default_na=False)
+    if args.row is not None:
+        if not 0 <= args.row < len(df):
+            raise LabError(f"{table}: no row {args.row} (it has {len(df)})")
+        return df.iloc[args.row].to_dict()
+    sel = df[df["kernel"] == args.kernel] if args.kernel else df
+    if args.shape:
+        m, n, k = args.shape.lower().split("x")
+        sel = sel[(sel["m"] == m) & (sel["n"] == n) & (sel["k"] == k)]
+    for col in ("mode", "distribution"):
+        value = getattr(args, col)
+        if value:
+            sel = sel[sel.get(col, "uniform") == value] if col in sel else sel.iloc[0:0]
+    sel = sel[sel["seed"] != ""]
+    if len(sel) != 1:
+        raise LabError(f"{table}: {len(sel)} rows match (name --kernel, --shape, --mode and --distribution, or --row)")
+    return sel.iloc[0].to_dict()
+
+
+def problem_of(row: dict, cfg):
+    from sgemm_lab import verify
+    from sgemm_lab.config import UNIFORM, Shape
+
+    dist_name = row.get("distribution") or "uniform"
+    dists = {d.name: d for d in cfg.check.distributions} | {"uniform": UNIFORM}
+    if dist_name not in dists:
+        raise LabError(f"distribution '{dist_name}' is not in the configuration (check.distributions)")
+    shape = Shape(m=int(row["m"]), n=int(row["n"]), k=int(row["k"]))
+    # the beta mode's alpha and beta: the modes differ only in which is set to 0
+    return verify.make_problem(shape, alpha=cfg.check.alpha, beta=cfg.check.beta, seed=int(row["seed"]),
+                               dist=dists[dist_name])
+
+
+def checksum(x) -> str:
+    return hashlib.sha256(x.tobytes()).hexdigest()[:16]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("table", type=Path)
+    ap.add_argument("--row", type=int)
+    ap.add_argument("--kernel")
+    ap.add_argument("--shape")
+    ap.add_argument("--mode")
+    ap.add_argument("--distribution")
+    ap.add_argument("--configfile", action="append", default=[])
+    ap.add_argument("--inputs-only", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        import numpy as np
+
+        from sgemm_lab import verify
+        from sgemm_lab.configfile import read
+
+        overrides = {}
+        for f in args.configfile:
+            overrides.update(read(f))
+        cfg = cfgmod.load(ROOT / "config" / "config.yaml", overrides)
+        row = pick(args.table, args)
+        p = problem_of(row, cfg)
+        ref, _ = verify.references(p)
+        print(f"{row['kernel']} {p.shape} {p.dist} seed {p.seed} (mode {row.get('mode', '-')}): "
+              f"A {checksum(p.a)} B {checksum(p.b)} C {checksum(p.c)}, ||ref||_F = {np.linalg.norm(ref):.9e}")
+        if args.inputs_only:
+            return 0
+        return replay(row, p, cfg)
+    except LabError as exc:
+        print(f"replay: {exc}", file=sys.stderr)
+        return 1
+
+
+def replay(row: dict, p, cfg) -> int:
+    from sgemm_lab.pipeline.common import _runner
+
+    run_dir = ROOT / "results" / cfg.run
+    impl = row["kernel"]
+    binary = record = None
+    if impl not in cfgmod.BASELINES:
+        binary, record = run_dir / "build" / f"{impl}.bin", run_dir / "build" / f"{impl}.json"
+        if not record.exists():
+            raise LabError(f"no build of {impl} in {run_dir}: run `snakemake --cores 1 {record.relative_to(ROOT)}` first")
+    runner = _runner(cfg, impl, binary, record)
+    try:
+        rows = runner.check(p.shape, p.seed, next((d for d in cfg.check.distributions if d.name == p.dist), None)
+                            or cfgmod.UNIFORM)
+    finally:
+        runner.close()
+    for r in rows:
+        if row.get("mode") in (None, "", r["mode"]):
+            print(f"  {r['mode']:>15}: recorded rel err {row.get('rel_err', '?'):>12}, replayed {r['rel_err']:.6e} "
+                  f"({'pass' if r['passed'] else 'FAIL ' + r['reason']}; cuBLAS FP32 {r['cublas_rel_err']:.3e})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
