@@ -59,8 +59,10 @@ def test_constraints_and_shared_memory_filter_sweep_points():
 
 
 def test_config_rejects_bad_expressions_and_sweeps():
-    with pytest.raises(ConfigError, match="unknown parameter.*WN"):
+    with pytest.raises(ConfigError, match=r"kernel 99_test: constraints\[0\] 'BM % WN == 0' uses unknown parameter\(s\) WN"):
         _spec(constraints=["BM % WN == 0"])
+    with pytest.raises(ConfigError, match=r"kernel 99_test: shared_bytes 'BM \*\* 2 \*\* 9': BM \*\* 2 \*\* 9 is beyond int64"):
+        _spec(shared_bytes="BM ** 2 ** 9")
     with pytest.raises(ConfigError, match="sweep parameter WM has no default"):
         _spec(sweep={"WM": [32]})
     with pytest.raises(ConfigError, match="constraint BM == 2 \\* BN fails"):

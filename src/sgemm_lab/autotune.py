@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 from typing import TYPE_CHECKING, Mapping
 
+from . import geometry
 from .config import KernelSpec, LabConfig
 from .errors import LabError
 
@@ -16,7 +17,8 @@ if TYPE_CHECKING:
 
 def sweep_points(spec: KernelSpec) -> list[dict[str, int]]:
     """The union of the products of ``spec.sweep``'s grids (other parameters at their defaults),
-    defaults first, no repeats."""
+    defaults first, no repeats; ConfigError beyond ``geometry.MAX_SWEEP_POINTS`` points (nothing expanded)."""
+    geometry.check_sweep_size(spec)
     seen, out = set(), []
     grid = [dict(spec.params)]
     for g in spec.sweep:

@@ -4,7 +4,9 @@ A kernel's config entry names a geometry rule and gives its compile-time paramet
 derives the block size, the grid for a shape, and the tile that the shape must be a multiple of.
 The entry's ``constraints`` (integer expressions mirroring the kernel's static_asserts) and
 ``shared_bytes`` are checked here too, so that an impossible configuration is rejected before
-anything is compiled. Launchers never compute a grid themselves.
+anything is compiled. Launchers never compute a grid themselves. Parameter and sweep values must
+lie in int64, and a sweep may expand to at most ``MAX_SWEEP_POINTS`` points; expressions are evaluated
+within the bounds of :mod:`sgemm_lab.expr`, and every refusal names the stage and the config key.
 
 Rules
 -----
@@ -28,6 +30,7 @@ host
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
@@ -41,6 +44,9 @@ MAX_THREADS_PER_BLOCK = 1024
 MAX_GRID_X = 2**31 - 1
 MAX_GRID_YZ = 65535
 STATIC_SHARED_LIMIT = 48 * 1024  # static __shared__ arrays can never exceed this
+# A sweep's grids may expand to at most this many points: every point is checked, compiled and timed,
+# so a grid beyond it is a typo (or a generated list gone wrong), never a sweep anyone could run.
+MAX_SWEEP_POINTS = 100_000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,8 +97,58 @@ def env(spec: KernelSpec) -> dict[str, int]:
     return {**spec.params, "THREADS": threads_per_block(spec)}
 
 
+def evaluate(spec: KernelSpec, key: str, text: str, names: Mapping[str, int] | None = None) -> int | bool:
+    """``text``, the value of config key ``key`` of ``spec``, over ``names`` (default :func:`env`); a
+    refusal is a ConfigError naming the stage and the key."""
+    try:
+        return expr.evaluate(text, env(spec) if names is None else names, key=key)
+    except ConfigError as exc:
+        raise ConfigError(f"kernel {spec.id}: {exc}") from None
+
+
 def shared_bytes(spec: KernelSpec) -> int:
-    return int(expr.evaluate(spec.shared_bytes, env(spec)))
+    return int(evaluate(spec, "shared_bytes", spec.shared_bytes))
+
+
+def micro_tile(spec: KernelSpec) -> tuple[int, int]:
+    """Results per thread along M and along N (the ``micro_tile`` expressions)."""
+    e = env(spec)
+    tm, tn = (int(evaluate(spec, f"micro_tile[{i}]", text, e)) for i, text in enumerate(spec.micro_tile))
+    return tm, tn
+
+
+def _expressions(spec: KernelSpec) -> list[tuple[str, str]]:
+    """(config key, text) of every expression of ``spec``."""
+    out = [(f"constraints[{i}]", c) for i, c in enumerate(spec.constraints)] + [("shared_bytes", spec.shared_bytes)]
+    out += [(f"micro_tile[{i}]", t) for i, t in enumerate(spec.micro_tile)]
+    out += [(f"tensor_maps[{i}].box[{j}]", str(b)) for i, m in enumerate(spec.tensor_maps) for j, b in enumerate(m["box"])]
+    return out
+
+
+def sweep_size(spec: KernelSpec) -> int:
+    """How many points the sweep's grids expand to (before repeats are dropped)."""
+    return sum(math.prod(len(vals) for vals in g.values()) for g in spec.sweep)
+
+
+def check_sweep_size(spec: KernelSpec) -> None:
+    """ConfigError when the sweep's grids expand to more than MAX_SWEEP_POINTS points (nothing is expanded)."""
+    n = sweep_size(spec)
+    if n > MAX_SWEEP_POINTS:
+        raise ConfigError(f"kernel {spec.id}: sweep expands to {expr.describe(n)} points (at most {MAX_SWEEP_POINTS})")
+
+
+def _check_values(spec: KernelSpec) -> None:
+    """Parameter and sweep values within int64, and a sweep of at most MAX_SWEEP_POINTS points."""
+    for name, v in spec.params.items():
+        if not expr.in_int64(v):
+            raise ConfigError(f"kernel {spec.id}: params.{name} {expr.describe(v)} is beyond int64")
+    for i, g in enumerate(spec.sweep):
+        where = f"sweep[{i}]" if len(spec.sweep) > 1 else "sweep"
+        for name, vals in g.items():
+            bad = next((v for v in vals if not expr.in_int64(v)), None)
+            if bad is not None:
+                raise ConfigError(f"kernel {spec.id}: {where}.{name} value {expr.describe(bad)} is beyond int64")
+    check_sweep_size(spec)
 
 
 def violations(spec: KernelSpec, *, max_shared: int | None = None) -> list[str]:
@@ -118,9 +174,11 @@ def violations(spec: KernelSpec, *, max_shared: int | None = None) -> list[str]:
     t = threads_per_block(spec)
     if spec.geometry != "host" and not 1 <= t <= MAX_THREADS_PER_BLOCK:
         out.append(f"{t} threads per block (limit {MAX_THREADS_PER_BLOCK})")
+        if not expr.in_int64(t):  # no expression over THREADS can be evaluated
+            return out
     e = env(spec)
-    for c in spec.constraints:
-        if not expr.evaluate(c, e):
+    for i, c in enumerate(spec.constraints):
+        if not evaluate(spec, f"constraints[{i}]", c, e):
             out.append(f"constraint {c} fails")
     smem = shared_bytes(spec)
     limit = max_shared if max_shared is not None else (None if spec.dynamic_shared else STATIC_SHARED_LIMIT)
@@ -131,6 +189,7 @@ def violations(spec: KernelSpec, *, max_shared: int | None = None) -> list[str]:
 
 def check_params(spec: KernelSpec) -> None:
     """Reject a configured entry whose default parameters no device could run (ConfigError)."""
+    _check_values(spec)
     if spec.autotuned or spec.dispatched:
         return
     if spec.backend == "host" and spec.geometry != "host":
@@ -139,11 +198,15 @@ def check_params(spec: KernelSpec) -> None:
         raise ConfigError(f"kernel {spec.id}: geometry 'host' is for backend: host")
     if spec.geometry in ("elementwise", "host") and spec.shapes != "any":
         raise ConfigError(f"kernel {spec.id}: geometry '{spec.geometry}' handles any shape; set shapes: any")
-    boxes = [str(b) for m in spec.tensor_maps for b in m["box"]]
-    for text in (*spec.constraints, spec.shared_bytes, *boxes):
-        unknown = expr.names(text) - set(env(spec)) if not [n for n in _REQUIRED[spec.geometry] if n not in spec.params] else set()
+    known = set(spec.params) | {"THREADS"}  # the names of env(), without computing THREADS (which may divide by 0)
+    complete = all(n in spec.params for n in _REQUIRED[spec.geometry])
+    for key, text in _expressions(spec):
+        try:
+            unknown = expr.names(text, key=key) - known if complete else set()
+        except ConfigError as exc:
+            raise ConfigError(f"kernel {spec.id}: {exc}") from None
         if unknown:
-            raise ConfigError(f"kernel {spec.id}: expression '{text}' uses unknown parameter(s) {', '.join(sorted(unknown))}")
+            raise ConfigError(f"kernel {spec.id}: {key} '{text}' uses unknown parameter(s) {', '.join(sorted(unknown))}")
     for name in spec.swept_names:
         if name not in spec.params:
             raise ConfigError(f"kernel {spec.id}: sweep parameter {name} has no default in params")
@@ -153,6 +216,14 @@ def check_params(spec: KernelSpec) -> None:
     problems = violations(spec)
     if problems:
         raise ConfigError(f"kernel {spec.id}: {'; '.join(problems)} (params {dict(spec.params)})")
+    e = env(spec)
+    for key, text in _expressions(spec):  # the rest evaluate too (the traffic model, the tensor maps)
+        evaluate(spec, key, text, e)
+    if spec.geometry == "block_tile":  # the traffic model divides by the micro-tile
+        tiles = zip(spec.micro_tile, micro_tile(spec))
+        bad = [f"micro_tile[{i}] '{text}' is {v}" for i, (text, v) in enumerate(tiles) if v <= 0]
+        if bad:
+            raise ConfigError(f"kernel {spec.id}: {'; '.join(bad)}, must be positive (params {dict(spec.params)})")
 
 
 def unsupported_reason(spec: KernelSpec, shape: Shape) -> str | None:

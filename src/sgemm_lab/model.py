@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import expr
 from .config import KernelSpec, Shape
-from .geometry import env, tile
+from .geometry import micro_tile, tile
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,9 +43,7 @@ def traffic(spec: KernelSpec, shape: Shape) -> Traffic | None:
         g, s = 2.0, 0.0
     else:
         bm, bn, _ = tile(spec)
-        e = env(spec)
-        tm = expr.evaluate(spec.micro_tile[0], e)
-        tn = expr.evaluate(spec.micro_tile[1], e)
+        tm, tn = micro_tile(spec)
         g, s = 1 / bm + 1 / bn, 1 / tm + 1 / tn
     return Traffic(global_loads_per_result=g * k, smem_loads_per_result=s * k, global_coeff=_frac(g),
                    smem_coeff=_frac(s), intensity=2 * k / (4 * g * k),

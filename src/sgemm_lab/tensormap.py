@@ -41,13 +41,13 @@ class MapRequest:
 def requests(spec: KernelSpec, shape: Shape) -> list[MapRequest]:
     """The maps ``spec`` needs for packed row-major A (M x K) and B (K x N) of ``shape``; LabError when a
     rule of the tensor memory accelerator is broken (rows not on 16-byte boundaries, a box too large)."""
-    from .geometry import env
+    from .geometry import env, evaluate
 
     names = env(spec)
     out = []
-    for m in spec.tensor_maps:
+    for i, m in enumerate(spec.tensor_maps):
         dims = (shape.k, shape.m) if m["operand"] == "A" else (shape.n, shape.k)
-        box = tuple(int(expr.evaluate(str(b), names)) for b in m["box"])
+        box = tuple(int(evaluate(spec, f"tensor_maps[{i}].box[{j}]", str(b), names)) for j, b in enumerate(m["box"]))
         swizzle = int(m.get("swizzle", 128))
         req = MapRequest(symbol=m["symbol"], operand=m["operand"], dims=dims, row_bytes=4 * dims[0], box=box,
                          swizzle=swizzle)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import io
 from ..config import LabConfig, Shape, from_dict
+from ..errors import ConfigError
 from ..gpulock import child_gates
 from ..logs import setup as setup_logging
 from ..outcome import StepStatus
@@ -104,7 +105,12 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
     for params in points:
         sp = spec.with_params(**params)
         head = dict(kernel=kernel, m=shape.m, n=shape.n, k=shape.k, params=json.dumps(params, sort_keys=True), **params,
-                    threads=geometry.threads_per_block(sp), shared_bytes=geometry.shared_bytes(sp), **provenance)
+                    **provenance)
+        try:
+            head.update(threads=geometry.threads_per_block(sp), shared_bytes=geometry.shared_bytes(sp))
+        except ConfigError as exc:  # an expression beyond its bounds at this point: filtered, with the reason
+            rows.append(dict(head, status="filtered", reason=str(exc)))
+            continue
         limit = dev.max_shared_per_block_optin if sp.dynamic_shared else dev.max_shared_per_block
         problems = geometry.violations(sp, max_shared=limit)
         reason = geometry.unsupported_reason(sp, shape)
