@@ -13,7 +13,6 @@ import ctypes
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import expr
 from .errors import LabError
 
 if TYPE_CHECKING:
