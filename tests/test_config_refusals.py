@@ -94,6 +94,9 @@ def test_yaml_errors_name_file_line_and_column(tmp_path):
     with pytest.raises(ConfigError, match="top level must be a mapping"):
         read(tmp_path / "list.yaml")
     assert read(_write(tmp_path, "n.yaml", "a: 1e3\nb: -2.5E-3\nc: '1e3'\n")) == {"a": 1000.0, "b": -0.0025, "c": "1e3"}
+    # a merge key (<<: *anchor) may bring keys that the mapping then overrides: not a repeated key
+    merged = read(_write(tmp_path, "m.yaml", "base: &b {x: 1, y: 2}\nover: {<<: *b, y: 3}\n"))
+    assert merged["over"] == {"x": 1, "y": 3}
 
 
 def _write(tmp_path, name, text):

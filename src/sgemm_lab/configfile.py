@@ -28,6 +28,8 @@ def _loader():
     def construct_mapping(loader, node, deep=False):
         seen: dict[Any, Any] = {}
         for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *anchor`: the keys it brings may be overridden here, as YAML intends
             key = loader.construct_object(key_node, deep=deep)
             try:
                 hash(key)
