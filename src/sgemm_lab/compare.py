@@ -19,6 +19,11 @@ relative to the library's between the two runs), with an interval that adds cuBL
 and a verdict of its own (``verdict_vs_cublas``). Between two runs of the same code on the same GPU
 model, cuBLAS itself moves by up to about 1%: a raw "faster" or "slower" of that size says more about
 the runs than about the kernel.
+
+A run's table is refused, with one line naming it, when it is damaged (``io.read_table``) or holds rows
+of another run: a GPU or commit other than its ``environment.json``'s, or several of either.
+Implementations timed in one run only (or in both, but at no shape verified in both) are listed on the
+page and in the log, not left out silently.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ Z95 = 1.959964
 UNSTEADY_REL = 0.05
 UNSTEADY_RATIO = 4.0
 KEYS = ["kernel", "m", "n", "k"]
+# What a run's bench.csv must hold for a comparison (its other columns are carried along unread).
+REQUIRED = [*KEYS, "status", "verified", "median_ms", "iqr_ms", "reps", "gpu"]
+NUMBERS = ["m", "n", "k", "median_ms", "iqr_ms", "reps"]
 COLUMNS = ["kernel", "m", "n", "k", "run_a", "run_b", "gpu_a", "gpu_b", "median_ms_a", "median_ms_b", "iqr_ms_a",
            "iqr_ms_b", "reps_a", "reps_b", "speedup", "ci_low", "ci_high", "verdict", "cublas_speedup", "vs_cublas", "vs_cublas_low",
            "vs_cublas_high", "verdict_vs_cublas", "unsteady"]
@@ -172,15 +180,116 @@ def _unsteady_section(df: pd.DataFrame, *, order: list[str]) -> list[str]:
             "repeating the run is the check.", "", *rows, ""]
 
 
+def _same_commit(a: str, b: str) -> bool:
+    """The same commit, either of them possibly abbreviated."""
+    return a.startswith(b) or b.startswith(a)
+
+
+def one_run(frame: pd.DataFrame, env: dict | None, *, bench: Path, env_path: Path | None = None) -> None:
+    """Refuse (one line naming ``bench``) a table whose rows come from more than one GPU model or commit,
+    or from another GPU or commit than the run's environment record ``env`` (when there is one)."""
+    from .io import DamagedFile
+
+    env = env or {}
+    gpu = env.get("gpu")
+    want = {"gpu": gpu.get("name") if isinstance(gpu, dict) else None, "git_commit": env.get("git_commit")}
+    for col, what in (("gpu", "GPU"), ("git_commit", "commit")):
+        if col not in frame:
+            continue
+        seen = frame[col].dropna().astype(str).value_counts()
+        if len(seen) > 1:
+            found = ", ".join(f"{n} rows {v}" for v, n in seen.items())
+            raise DamagedFile(f"{bench}: rows of {len(seen)} {what}s ({found}): one run holds one {what}'s results")
+        if len(seen) == 1 and want[col]:
+            value = str(seen.index[0])
+            if not (value == want[col] if col == "gpu" else _same_commit(value, str(want[col]))):
+                raise DamagedFile(f"{bench}: its rows name {what} {value}, not the {want[col]} of "
+                                  f"{env_path or 'its environment.json'} (rows of another run)")
+
+
+def read_runs(benches) -> list[pd.DataFrame]:
+    """Each run's bench table (``reports/<run>/bench.csv``), refused with one line naming it when it is
+    damaged (``io.read_table``) or holds rows of another run (``one_run``, against the
+    ``environment.json`` beside it when there is one)."""
+    from . import io
+
+    frames = []
+    for bench in map(Path, benches):
+        frame = io.read_table(bench, required=REQUIRED, numbers=NUMBERS)
+        env_path = bench.parent / "environment.json"
+        env = io.read_json_checked(env_path) if env_path.exists() else None
+        one_run(frame, env, bench=bench, env_path=env_path if env is not None else None)
+        frames.append(frame)
+    return frames
+
+
+def target(runs: list[str], benches, *, md, log) -> str | None:
+    """The ``compare`` target's check, after compare_runs: one line when fewer than two runs are set or
+    when a run's table is refused (the comparison on disk is then the previous one, which Snakemake put
+    back), else None and ``log`` says what was compared."""
+    from . import io
+    from .errors import LabError
+
+    if len(runs) < 2:
+        return "compare: set at least two runs, e.g. --config 'compare={\"runs\": [\"h100\", \"h200\"]}'"
+    try:
+        read_runs(benches)
+    except LabError as exc:
+        return f"sgemm-lab compare: {exc} (the comparison in {output_dir(runs)} is the previous one)"
+    io.write_text(Path(log), f"compared: {md}\n")
+    return None
+
+
+def one_sided(a: pd.DataFrame, b: pd.DataFrame, df: pd.DataFrame, *, order: list[str]) -> dict[str, list[str]]:
+    """The implementations left out of a comparison: timed in A only, in B only, and in both but at no
+    shape verified in both (``df``: their ``pairwise`` rows)."""
+    rank = {k: i for i, k in enumerate(order)}
+
+    def ordered(names):
+        return sorted(names, key=lambda k: (rank.get(k, len(rank)), k))
+
+    ka, kb = set(a.kernel.astype(str)), set(b.kernel.astype(str))
+    return {"a": ordered(ka - kb), "b": ordered(kb - ka), "unmatched": ordered((ka & kb) - set(df.kernel.astype(str)))}
+
+
+def one_sided_section(left_out: dict[str, list[str]], *, run_a: str, run_b: str) -> str:
+    """A short paragraph of the page naming the implementations ``one_sided`` found."""
+    def names(ks):
+        return ", ".join(f"`{k}`" for k in ks) if ks else "none"
+
+    if not any(left_out.values()):
+        return "**In one run only**: none; both runs timed the same implementations, and all are compared.\n"
+    text = (f"**In one run only** (not compared): in **{run_a}** only: {names(left_out['a'])}; "
+            f"in **{run_b}** only: {names(left_out['b'])}.")
+    if left_out["unmatched"]:
+        text += f" Timed in both, but at no shape verified in both: {names(left_out['unmatched'])}."
+    return text + "\n"
+
+
 def run(*, runs: list[str], benches: list[Path], out_md: Path, out_csv: Path, out_png: Path,
         order: list[str]) -> None:
-    """Compare the first run with each later one: one tidy CSV, one markdown page, one figure."""
+    """Compare the first run with each later one: one tidy CSV, one markdown page, one figure. Each
+    run's table is read with ``io.read_table`` and checked against the run's environment record
+    (``one_run``) first; the files are written only once all of them can be."""
     from . import io, plots
+    from .logs import log
 
-    frames = [pd.read_csv(p) for p in benches]
-    parts = [pairwise(frames[0], f, run_a=runs[0], run_b=r) for r, f in zip(runs[1:], frames[1:])]
+    frames = read_runs(benches)
+    parts, pages = [], []
+    for r, f in zip(runs[1:], frames[1:]):
+        part = pairwise(frames[0], f, run_a=runs[0], run_b=r)
+        left_out = one_sided(frames[0], f, part, order=order)
+        for key, where in (("a", f"in {runs[0]} only"), ("b", f"in {r} only"),
+                           ("unmatched", "in both, at no shape verified in both")):
+            if left_out[key]:
+                log.warning("compare %s against %s: not compared, timed %s: %s", r, runs[0], where,
+                            ", ".join(left_out[key]))
+        parts.append(part)
+        pages.append(markdown(part, order=order).rstrip("\n") + "\n\n"
+                     + one_sided_section(left_out, run_a=runs[0], run_b=r))
     df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
-    io.write_csv(out_csv, df, columns=COLUMNS)
-    text = "\n".join(markdown(df[df.run_b == r], order=order) for r in runs[1:])
-    io.write_text(out_md, f"# {runs[0]} against {', '.join(runs[1:])}\n\n{text}\n![speed-ups]({out_png.name})\n")
+    # the figure first (the one that may fail on its own), the page last: no mix of old and new files
     plots.compare_runs(df, out_png, order=order)
+    io.write_csv(out_csv, df, columns=COLUMNS)
+    text = "\n".join(pages)
+    io.write_text(out_md, f"# {runs[0]} against {', '.join(runs[1:])}\n\n{text}\n![speed-ups]({out_png.name})\n")

@@ -7,7 +7,8 @@ so that every other stage is still measured and the report is written. The run's
 decided at the end from the status records (``sgemm_lab.outcome.verdict``).
 
 Steps without which there is nothing to report (environment: no GPU; aggregate and report: the
-report itself) still end the run with one line and a non-zero exit.
+report itself) still end the run with one line and a non-zero exit, as does any step that refuses a
+damaged input file (``io.DamagedFile``): its previous outputs are then kept.
 """
 
 from __future__ import annotations
@@ -175,7 +176,7 @@ def main(step: str, smk) -> None:
     logs.setup(log_path)
     kernel = getattr(smk.wildcards, "kernel", None)
     where = f" (log: {log_path})" if log_path else ""
-    raised = True
+    raised, refused = True, False
     try:
         cfg = from_dict(smk.config, trusted=True)
         with gpu_lock.for_mode(None if step in SELF_LOCKING else lock_mode(step, cfg, kernel)) or nullcontext():
@@ -187,6 +188,7 @@ def main(step: str, smk) -> None:
         if len(exc.args) > 1:
             logs.append(log_path, str(exc.args[1]))
         status = StepStatus(status=FAILED, message=first_line(exc))
+        refused = isinstance(exc, io.DamagedFile)  # a damaged input is never one stage's problem
     except Exception as exc:  # unexpected: the traceback goes to the log, one line to the console
         logs.append(log_path, traceback.format_exc())
         status = StepStatus(status=FAILED, message=f"unexpected {type(exc).__name__}: {first_line(exc)}")
@@ -194,7 +196,7 @@ def main(step: str, smk) -> None:
     rec = StepRecord(step=step, kernel=kernel, status=status.status, message=status.message,
                      log=str(log_path) if log_path else None, seconds=round(time.monotonic() - t0, 3))
     what = rec.what
-    if raised and step not in TOLERANT:
+    if raised and (step not in TOLERANT or refused):
         log.error("sgemm-lab %s: %s%s", what, status.message, where)
         sys.exit(1)
     if raised:

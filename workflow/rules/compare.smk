@@ -6,15 +6,22 @@ COMPARE_DIR = output_dir(COMPARE_RUNS)
 
 rule compare:
     """Target: compare the runs in compare.runs (the first against each later one), e.g.
-    snakemake --cores 1 compare --config 'compare={"runs": ["h100", "h200"]}'"""
+    snakemake --cores 1 compare --config 'compare={"runs": ["h100", "h200"]}'
+
+    It reads the runs' tables again: when compare_runs refuses a damaged table, Snakemake puts the
+    previous comparison back (update() below) and records it as made from the refused table, so that a
+    later invocation finds it up to date; this check names the table on every run until it is fixed."""
     input:
-        f"{COMPARE_DIR}/compare.md" if len(COMPARE_RUNS) >= 2 else [],
+        md=f"{COMPARE_DIR}/compare.md" if len(COMPARE_RUNS) >= 2 else [],
+        bench=[f"reports/{r}/bench.csv" for r in COMPARE_RUNS] if len(COMPARE_RUNS) >= 2 else [],
     log:
         f"{RESULTS}/logs/compare_target.log",
     run:
-        if len(COMPARE_RUNS) < 2:
-            raise WorkflowError("compare: set at least two runs, e.g. --config 'compare={\"runs\": [\"h100\", \"h200\"]}'")
-        Path(log[0]).write_text(f"compared: {input[0]}\n")
+        from sgemm_lab.compare import target
+
+        problem = target(COMPARE_RUNS, input.bench, md=input.md, log=log[0])
+        if problem:
+            raise WorkflowError(problem)
 
 
 if len(COMPARE_RUNS) >= 2:
@@ -24,10 +31,14 @@ if len(COMPARE_RUNS) >= 2:
         from each run's repetitions (sgemm_lab.compare): a table, a markdown page and a figure."""
         input:
             bench=[f"reports/{r}/bench.csv" for r in COMPARE_RUNS],
+            # checked against the tables' rows (sgemm_lab.compare.one_run), where a run has one
+            env=[p for p in (f"reports/{r}/environment.json" for r in COMPARE_RUNS) if Path(p).exists()],
+        # update(): Snakemake neither deletes these before the job nor keeps a failed job's; it backs
+        # them up and restores them when the job fails (a damaged table never costs the last comparison)
         output:
-            md=f"{COMPARE_DIR}/compare.md",
-            csv=f"{COMPARE_DIR}/compare.csv",
-            png=f"{COMPARE_DIR}/compare.png",
+            md=update(f"{COMPARE_DIR}/compare.md"),
+            csv=update(f"{COMPARE_DIR}/compare.csv"),
+            png=update(f"{COMPARE_DIR}/compare.png"),
         log:
             f"{COMPARE_DIR}/compare.log",
         params:

@@ -1,3 +1,13 @@
+# The tables, figures and report of a run are flagged update(): Snakemake neither deletes them before
+# their job runs nor after it fails, but backs them up and restores them when it fails ("Restored
+# previous version of ... (updating job failed)"), so a damaged input (refused with one line by
+# sgemm_lab.io.read_table) never costs the last good report. The steps write every file atomically.
+# Snakemake records a restored file as made from the inputs the failed job refused, so that file alone
+# would look up to date on the next invocation: each job also has an output that is not flagged (a
+# status record), which a failed job leaves missing and a later job needs, so the refusal is repeated
+# on every invocation until the input is fixed.
+
+
 rule aggregate:
     """Tidy tables over all implementations: bench.csv (one row per measurement), check.csv, build.csv,
     and dispatch.csv (the tables of the dispatch stages, one row per stage and measured shape)."""
@@ -9,13 +19,14 @@ rule aggregate:
         sanitize=all_sanitize(),
         env=ENV_JSON,
     output:
-        sanitize=f"{REPORTS}/sanitize.csv",
-        bench=f"{REPORTS}/bench.csv",
-        ncu=f"{REPORTS}/ncu_metrics.csv",
-        check=f"{REPORTS}/check.csv",
-        build=f"{REPORTS}/build.csv",
-        env=f"{REPORTS}/environment.json",
-        dispatch=f"{REPORTS}/dispatch.csv",
+        sanitize=update(f"{REPORTS}/sanitize.csv"),
+        bench=update(f"{REPORTS}/bench.csv"),
+        ncu=update(f"{REPORTS}/ncu_metrics.csv"),
+        check=update(f"{REPORTS}/check.csv"),
+        build=update(f"{REPORTS}/build.csv"),
+        env=update(f"{REPORTS}/environment.json"),
+        dispatch=update(f"{REPORTS}/dispatch.csv"),
+        status=f"{RESULTS}/status/aggregate.json",
     log:
         f"{RESULTS}/logs/aggregate.log",
     conda:
@@ -35,16 +46,18 @@ rule plot:
         ceilings=ceilings_input(),
         sweeps=all_sweeps(),
     output:
-        size=report(f"{REPORTS}/figures/tflops_vs_size.png", caption="../report/tflops_vs_size.rst",
+        size=report(update(f"{REPORTS}/figures/tflops_vs_size.png"), caption="../report/tflops_vs_size.rst",
                     category="Ladder"),
-        ladder=report(f"{REPORTS}/figures/ladder.png", caption="../report/ladder.rst", category="Ladder"),
-        accuracy=report(f"{REPORTS}/figures/accuracy.png", caption="../report/accuracy.rst", category="Ladder"),
-        roofline=report(f"{REPORTS}/figures/roofline.png", caption="../report/roofline.rst", category="Profile"),
-        stalls=report(f"{REPORTS}/figures/stalls.png", caption="../report/stalls.rst", category="Profile"),
-        memory=report(f"{REPORTS}/figures/memory.png", caption="../report/memory.rst", category="Profile"),
+        ladder=report(update(f"{REPORTS}/figures/ladder.png"), caption="../report/ladder.rst", category="Ladder"),
+        accuracy=report(update(f"{REPORTS}/figures/accuracy.png"), caption="../report/accuracy.rst",
+                        category="Ladder"),
+        roofline=report(update(f"{REPORTS}/figures/roofline.png"), caption="../report/roofline.rst",
+                        category="Profile"),
+        stalls=report(update(f"{REPORTS}/figures/stalls.png"), caption="../report/stalls.rst", category="Profile"),
+        memory=report(update(f"{REPORTS}/figures/memory.png"), caption="../report/memory.rst", category="Profile"),
         heatmaps=[
-            report(f"{REPORTS}/figures/sweep_{k}.png", caption="../report/sweep.rst", category="Tile sweeps",
-                   subcategory=k)
+            report(update(f"{REPORTS}/figures/sweep_{k}.png"), caption="../report/sweep.rst",
+                   category="Tile sweeps", subcategory=k)
             for k in swept_ids()
         ],
         status=f"{RESULTS}/status/plot.json",
@@ -72,9 +85,11 @@ rule report:
         figures=[f for f in rules.plot.output if f.endswith(".png")],
         failure_tests=failure_tests(),
         statuses=all_statuses(),
+        aggregated=rules.aggregate.output.status,
     output:
-        report(f"{REPORTS}/report.md", caption="../report/report.rst", category="Report"),
-        steps=f"{REPORTS}/steps.csv",
+        report(update(f"{REPORTS}/report.md"), caption="../report/report.rst", category="Report"),
+        steps=update(f"{REPORTS}/steps.csv"),
+        status=f"{RESULTS}/status/report.json",
     log:
         f"{RESULTS}/logs/report.log",
     params:

@@ -1,4 +1,9 @@
 """The aggregate, plot and report steps: tidy tables with provenance, figures, the markdown report.
+
+Every table and record they read is checked first (``io.read_table``, ``io.read_json_checked``): a
+missing, empty, binary, cut or misshapen file stops the step with one line naming it, before anything is
+written. Seeds stay exact integers (nullable Int64, empty for skipped rows): a float cannot hold a
+64-bit seed, and a failing point is replayed from its row's seed.
 """
 
 from __future__ import annotations
@@ -10,7 +15,33 @@ from .. import io
 from ..config import LabConfig
 from ..outcome import FAILED, StepStatus, first_line
 from .common import add_provenance, log, one_gpu_model
+from .profile import PROFILE_COLUMNS
 from .sanitize import SANITIZE_COLUMNS
+
+# Columns the steps rely on, per table; a table whose header lacks one is not the table expected.
+# Tables that a step writes empty (no rows) when it ran or found nothing are read with rows=False.
+STAGE_BENCH = ("kernel", "m", "n", "k", "status")
+SEEDS = ("seed",)
+
+
+def _record(path: Path, what: str, key: str | None = None, kind=dict):
+    """A JSON record a step wrote, with ``key`` of type ``kind`` when given (DamagedFile otherwise)."""
+    data = io.read_json_checked(path, what=what)
+    if not isinstance(data, dict) or (key is not None and not isinstance(data.get(key), kind)):
+        need = f" with {key!r}" if key is not None else ""
+        raise io.DamagedFile(f"{path} ({what}): not the record expected (a JSON object{need})")
+    return data
+
+
+def _exact_seeds(frame, rows: list[dict]):
+    """``frame`` (built from ``rows``) with its seed columns taken from ``rows`` as exact integers:
+    a DataFrame built from dicts turns an integer column with missing values into floats."""
+    for col in SEEDS:
+        if col in frame:
+            exact = io.exact_ints([r.get(col) for r in rows])
+            if exact is not None:
+                frame[col] = exact
+    return frame
 
 
 def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_csvs, sanitize_csvs, env_json: Path,
@@ -21,40 +52,47 @@ def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_c
     from ..dispatch_steps import DISPATCH_COLUMNS, dispatch_rows
     from ..report import collect_bench
 
-    bench_df = collect_bench([pd.read_csv(p) for p in bench_csvs], order=list(cfg.implementations),
+    # everything is read (and refused, if damaged) before the first file is written
+    stage_tables = [io.read_table(p, required=STAGE_BENCH, rows=False, ints=SEEDS, what="a stage's bench table")
+                    for p in bench_csvs]
+    checks = [r for p in check_jsons for r in _record(p, "a stage's check record", "points", list)["points"]]
+    builds = [_record(p, "a build record", "kernel", str) for p in build_jsons]
+    env = _record(env_json, "the environment record")
+    profiles = [io.read_table(p, required=("kernel",), rows=False, what="a profile table") for p in profile_csvs]
+    sanitized = [io.read_table(p, required=("kernel",), rows=False, what="a sanitizer table") for p in sanitize_csvs]
+    bench_df = collect_bench(stage_tables, order=list(cfg.implementations),
                              tf32=tuple(k.id for k in cfg.kernels if k.precision == "tf32"))
-    checks = [r for p in check_jsons for r in io.read_json(p)["points"]]
-    builds = [io.read_json(p) for p in build_jsons]
-    env = io.read_json(env_json)
-    one_gpu_model([bench_df, pd.DataFrame(checks)], env, cfg.run)
+    check_df = _exact_seeds(pd.DataFrame(checks), checks)
+    one_gpu_model([bench_df, check_df], env, cfg.run)
     bench_df = add_provenance(bench_df, builds, env)
     io.write_csv(bench_out, bench_df)
-    io.write_csv(check_out, add_provenance(pd.DataFrame(checks), builds, env))
+    io.write_csv(check_out, add_provenance(check_df, builds, env))
     if dispatch_out is not None:
         io.write_csv(dispatch_out, dispatch_rows(builds), columns=DISPATCH_COLUMNS)
     nested = ("dispatch_table", "candidates")  # in dispatch.csv, one row per shape
     io.write_csv(build_out, pd.DataFrame([{k: v for k, v in b.items() if k not in nested} for b in builds]))
-    io.write_json(env_out, io.read_json(env_json))
-    frames = [pd.read_csv(p) for p in profile_csvs]
-    ncu = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["kernel", "m", "n", "k", "status", "metric", "value", "unit"])
+    io.write_json(env_out, env)
+    ncu = pd.concat(profiles, ignore_index=True) if profiles else pd.DataFrame(columns=PROFILE_COLUMNS)
     io.write_csv(ncu_out, add_provenance(ncu, builds, env))
-    frames = [pd.read_csv(p) for p in sanitize_csvs]
-    io.write_csv(sanitize_out, add_provenance(pd.concat(frames, ignore_index=True) if frames else
+    io.write_csv(sanitize_out, add_provenance(pd.concat(sanitized, ignore_index=True) if sanitized else
                  pd.DataFrame(columns=SANITIZE_COLUMNS), builds, env))
 
 
 def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path | None, outs,
          sweeps: list[Path] = (), heatmaps: list[Path] = (), check_csv: Path | None = None) -> StepStatus | None:
     """Every figure of the report; a figure that cannot be drawn becomes a picture saying why (and the
-    step's status says which), so that one bad table never costs the others."""
-    import pandas as pd
-
+    step's status says which), so that one figure's problem never costs the others. A damaged input
+    file is not one figure's problem: it stops the step (``io.DamagedFile``), and the figures stay as
+    they were."""
     from .. import plots
     from ..report import headline_shape, ladder_rows
 
-    bench_df, ncu = pd.read_csv(bench_csv), pd.read_csv(ncu_csv)
-    ceil = io.read_json(ceilings_json) if ceilings_json else {}
+    bench_df = io.read_table(bench_csv, required=STAGE_BENCH, rows=False, what="the run's bench table")
+    ncu = io.read_table(ncu_csv, required=("kernel", "metric", "value"), rows=False, what="the run's profile table")
+    checks = (io.read_table(check_csv, required=("kernel", "status"), rows=False, what="the run's check table")
+              if check_csv is not None else None)
+    sweep_tables = [io.read_table(p, required=("kernel",), rows=False, what="a tile sweep") for p in sweeps]
+    ceil = io.read_json_checked(ceilings_json, what="the measured ceilings") if ceilings_json else {}
     order = list(cfg.implementations)
     ok = bench_df[bench_df.status == "ok"] if "status" in bench_df else bench_df
     shape = headline_shape(cfg, ok) or (cfg.sweep.shape.m, cfg.sweep.shape.n, cfg.sweep.shape.k)
@@ -65,13 +103,13 @@ def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path 
         outs.stalls: lambda out: plots.stall_bars(ncu, out, order=order, shape=shape),
         outs.memory: lambda out: plots.memory_occupancy(ncu, out, order=order, shape=shape),
     }
-    if check_csv is not None and hasattr(outs, "accuracy"):
-        figures[outs.accuracy] = lambda out: plots.accuracy_speed(bench_df, pd.read_csv(check_csv), out, order=order,
+    if checks is not None and hasattr(outs, "accuracy"):
+        figures[outs.accuracy] = lambda out: plots.accuracy_speed(bench_df, checks, out, order=order,
                                                                   shape=shape, precision=cfg.precisions)
-    for csv, png in zip(sweeps, heatmaps):  # the same order: the workflow lists both by swept stage
+    for csv, table, png in zip(sweeps, sweep_tables, heatmaps):  # the same order: both listed by swept stage
         spec = cfg.kernel(Path(csv).stem)
-        figures[png] = lambda out, csv=csv, spec=spec: plots.sweep_heatmap(
-            pd.read_csv(csv), out, kernel=spec.id, axes=spec.sweep_axes, title=f"{spec.id}: {spec.title}")
+        figures[png] = lambda out, table=table, spec=spec: plots.sweep_heatmap(
+            table, out, kernel=spec.id, axes=spec.sweep_axes, title=f"{spec.id}: {spec.title}")
     broken = []
     for out, draw in figures.items():
         try:
@@ -100,20 +138,27 @@ def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path,
     from .. import outcome
     from ..report import render
 
-    start = io.read_json(start_json) if start_json and Path(start_json).exists() else {}
+    def table(path, what, *required):
+        return io.read_table(path, required=required, rows=False, what=what)
+
+    start = _record(start_json, "the run's start record") if start_json and Path(start_json).exists() else {}
     started = start.get("started_unix")
     base = Path(out).parent
     records = outcome.read_all(statuses)
-    ceil = io.read_json(ceilings_json) if ceilings_json else None
-    text = render(cfg, command=start.get("command"), bench=pd.read_csv(bench_csv), checks=pd.read_csv(check_csv),
-                  builds=pd.read_csv(build_csv), env=io.read_json(env_json),
+    ceil = io.read_json_checked(ceilings_json, what="the measured ceilings") if ceilings_json else None
+    text = render(cfg, command=start.get("command"), bench=table(bench_csv, "the run's bench table", *STAGE_BENCH),
+                  checks=table(check_csv, "the run's check table", "kernel", "status"),
+                  builds=table(build_csv, "the run's build table", "kernel"),
+                  env=_record(env_json, "the environment record"),
                   figures={Path(f).stem: Path(f).relative_to(base) for f in figures},
-                  sweeps={Path(p).stem: pd.read_csv(p) for p in sweeps},
-                  epilogues={Path(p).stem: pd.read_csv(p) for p in epilogues},
-                  ncu=pd.read_csv(ncu_csv), ceilings=ceil if ceil and "fp32_tflops" in ceil else None,
-                  sanitize=pd.read_csv(sanitize_csv), failures=pd.read_csv(failures_csv) if failures_csv else None,
+                  sweeps={Path(p).stem: table(p, "a tile sweep", "kernel") for p in sweeps},
+                  epilogues={Path(p).stem: table(p, "an epilogue table", "implementation") for p in epilogues},
+                  ncu=table(ncu_csv, "the run's profile table", "kernel", "metric", "value"),
+                  ceilings=ceil if isinstance(ceil, dict) and "fp32_tflops" in ceil else None,
+                  sanitize=table(sanitize_csv, "the run's sanitizer table", "kernel"),
+                  failures=table(failures_csv, "the failure tests' table", "case") if failures_csv else None,
                   outcomes=records, wall_s=(time.time() - started) if started else None,
-                  dispatch=pd.read_csv(dispatch_csv) if dispatch_csv else None)
+                  dispatch=table(dispatch_csv, "the dispatch table", "kernel") if dispatch_csv else None)
     if steps_out is not None:
         io.write_csv(steps_out, pd.DataFrame([asdict(r) for r in records], columns=outcome.COLUMNS))
     io.write_text(out, text)
