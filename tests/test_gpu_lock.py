@@ -56,9 +56,11 @@ TWO = [gpulock.Gpu(0, "GPU-aaaa"), gpulock.Gpu(1, "GPU-bbbb")]
 
 @pytest.fixture
 def clean_pin(monkeypatch):
-    """A process that is pinned nowhere and has not started CUDA (the test process)."""
-    monkeypatch.delenv(gpulock.PIN_ENV, raising=False)
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    """A process that is pinned nowhere and has not started CUDA (the test process); what a test pins
+    is undone afterwards (set first, so that the removal is recorded even where the variable was unset)."""
+    for name in (gpulock.PIN_ENV, "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     monkeypatch.setattr(gpulock, "_cuda_started", lambda: False)
     return monkeypatch
 
@@ -200,3 +202,140 @@ def test_child_gates_one_per_gpu_only_when_there_are_several(clean_pin):
     assert len(gates) == 2 and not any(g.pin_self for g in gates)
     clean_pin.setattr(gpulock, "visible_gpus", lambda: TWO[:1])
     assert len(gpulock.child_gates()) == 1
+
+
+# ------------------------------------------------------------------------- one lock per GPU per host
+@pytest.fixture
+def no_lock_env(monkeypatch):
+    """No lock override in the environment (a test run inside a pipeline would inherit its own)."""
+    for name in (gpulock.LOCK_ENV, gpulock.LOCK_DIR_ENV):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def test_a_gpu_s_lock_is_the_host_s_not_the_checkout_s(no_lock_env, tmp_path):
+    gpu = TWO[0]
+    assert gpulock.HOST_LOCK_DIR == gpulock.Path("/tmp/sgemm-lab-locks")
+    assert gpulock.device_lock_path(gpu) == gpulock.Path("/tmp/sgemm-lab-locks/gpu.GPU-aaaa.lock")
+    assert gpulock.lock_path([]) == gpulock.Path("results/.gpu.lock")  # no GPU: nothing on the host to share
+    no_lock_env.setenv(gpulock.LOCK_DIR_ENV, str(tmp_path / "locks"))
+    assert gpulock.device_lock_path(gpu) == tmp_path / "locks" / "gpu.GPU-aaaa.lock"
+    assert gpulock.lock_path(TWO) == tmp_path / "locks" / "gpu.lock"
+    no_lock_env.setenv(gpulock.LOCK_ENV, str(tmp_path / "outer" / ".gpu.lock"))  # a pipeline inside a pipeline
+    assert gpulock.device_lock_path(gpu) == tmp_path / "outer" / ".gpu.GPU-aaaa.lock"
+    assert gpulock.lock_path([]) == tmp_path / "outer" / ".gpu.lock"
+
+
+def test_the_host_s_lock_folder_and_files_are_open_to_every_user(no_lock_env, tmp_path, clean_pin):
+    import os
+
+    folder = tmp_path / "host" / "locks"
+    no_lock_env.setenv(gpulock.LOCK_DIR_ENV, str(folder))
+    old = os.umask(0o022)
+    try:
+        with gpulock.gpu_lock(exclusive=True, devices=TWO[:1]) as lock:
+            path = gpulock.device_lock_path(lock.device, lock.path)
+            assert path == folder / "gpu.GPU-aaaa.lock" and not _try(path, fcntl.LOCK_SH)
+    finally:
+        os.umask(old)
+    assert folder.stat().st_mode & 0o7777 == 0o1777
+    assert path.stat().st_mode & 0o777 == 0o666
+    assert _try(path, fcntl.LOCK_EX)
+
+
+def test_a_lock_file_removed_while_waiting_for_it_is_not_trusted(tmp_path, monkeypatch):
+    """A /tmp cleaner removes the lock file while one process holds it and another waits on the same
+    file: the waiter must lock the file now at that path, or a third process could lock a new file of
+    the same name beside it."""
+    import threading
+
+    path = tmp_path / "gpu.GPU-aaaa.lock"
+    holder = gpulock._take(path, fcntl.LOCK_EX)
+    opened, real_open = threading.Event(), gpulock._open_lock
+    opens = []
+
+    def spy(p):
+        fh = real_open(p)
+        opens.append(gpulock.os.fstat(fh.fileno()).st_ino)
+        opened.set()
+        return fh
+
+    monkeypatch.setattr(gpulock, "_open_lock", spy)
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(gpulock._take(path, fcntl.LOCK_EX)))
+    waiter.start()
+    assert opened.wait(10)
+    path.unlink()  # removed while held and waited for
+    holder.close()
+    waiter.join(10)
+    (fh,) = got
+    try:
+        assert len(opens) == 2 and gpulock.os.fstat(fh.fileno()).st_ino == path.stat().st_ino
+        assert not _try(path, fcntl.LOCK_SH)
+    finally:
+        fh.close()
+
+
+TAKE_TURNS = r"""
+import os, sys, time
+from pathlib import Path
+
+from fake_nvml import FakeGpu, FakeNvml
+from sgemm_lab import devices, gpulock
+
+devices._open_library = lambda: FakeNvml([FakeGpu("GPU-5151")])  # the host's one GPU, simulated
+me, other, events, inside = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
+(events / f"{me}.asking").touch()
+with gpulock.gpu_lock.for_mode("exclusive") as lock:  # what a bench step takes
+    try:
+        os.close(os.open(inside, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        (events / f"{me}.overlap").touch()  # the other pipeline is timing on the GPU too
+        sys.exit(0)
+    (events / f"{me}.in").write_text(str(gpulock.device_lock_path(lock.device, lock.path)))
+    while not (events / f"{other}.asking").exists():  # the other pipeline wants the GPU now
+        time.sleep(0.01)
+    time.sleep(0.2)  # were the lock not shared, it would be in meanwhile (and find `inside` there)
+    os.unlink(inside)
+"""
+
+
+def test_two_checkouts_on_one_host_take_turns_on_its_gpu(tmp_path):
+    """Two pipelines started from two clones (two working directories) on one host, its one GPU
+    simulated: their timing steps never hold the GPU at the same time, both through the one lock file
+    in the host's lock folder (here given by SGEMM_LAB_LOCK_DIR), outside either clone."""
+    import os
+    import subprocess
+    import sys
+
+    tests = gpulock.Path(__file__).resolve().parent
+    events, host = tmp_path / "events", tmp_path / "host-locks"
+    events.mkdir()
+    script = tmp_path / "take_turns.py"
+    script.write_text(TAKE_TURNS)
+    env = {k: v for k, v in os.environ.items()
+           if k not in (gpulock.LOCK_ENV, gpulock.PIN_ENV, "CUDA_VISIBLE_DEVICES")}
+    env.update(SGEMM_LAB_LOCK_DIR=str(host), SGEMM_LAB_LOCK_LOG=str(tmp_path / "locks.jsonl"),
+               PYTHONPATH=os.pathsep.join([str(tests.parent / "src"), str(tests)]))
+    procs = []
+    for me, other in (("a", "b"), ("b", "a")):
+        clone = tmp_path / f"clone-{me}"
+        clone.mkdir()
+        procs.append(subprocess.Popen([sys.executable, str(script), me, other, str(events), str(tmp_path / "inside")],
+                                      cwd=clone, env=env, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+    assert not list(events.glob("*.overlap"))
+    used = {(events / f"{me}.in").read_text() for me in "ab"}
+    assert used == {str(host / "gpu.GPU-5151.lock")}
+    assert not list(tmp_path.glob("clone-*/results"))  # nothing of the lock in either clone
+    import json
+
+    held = sorted((json.loads(line) for line in (tmp_path / "locks.jsonl").read_text().splitlines()),
+                  key=lambda h: h["got"])  # the lock log: who held the GPU when
+    assert [h["cwd"] for h in held] in ([str(tmp_path / "clone-a"), str(tmp_path / "clone-b")],
+                                        [str(tmp_path / "clone-b"), str(tmp_path / "clone-a")])
+    assert {h["lock"] for h in held} == {str(host / "gpu.GPU-5151.lock")} and {h["mode"] for h in held} == {"exclusive"}
+    assert held[0]["released"] <= held[1]["got"]  # one after the other

@@ -2,6 +2,9 @@
 libnvidia-ml, milliseconds) or, failing that, nvidia-smi; narrowed by CUDA_VISIBLE_DEVICES as CUDA
 would. A GPU is named by its NVML index (PCI bus order, as nvidia-smi prints it) and its UUID; the
 UUID is what pins a process to it (CUDA_VISIBLE_DEVICES=GPU-...), since CUDA's own order may differ.
+
+``nvml()`` is the library itself, loaded and initialised once per process, for the other questions the
+pipeline asks the driver without CUDA (``foreign``: which processes hold a GPU).
 """
 
 from __future__ import annotations
@@ -28,12 +31,34 @@ class Gpu:
         return cls(int(index), uuid)
 
 
-def _nvml() -> list[Gpu] | None:
+def _open_library():
+    """The driver's libnvidia-ml (OSError when there is none)."""
+    return ctypes.CDLL("libnvidia-ml.so.1")
+
+
+_lib: tuple[int, object] | None = None  # (pid, the library or None: none would start) of the last process to ask
+
+
+def nvml():
+    """The driver's NVML library, initialised (``nvmlInit_v2``) once per process, or None when there is
+    no driver library or it cannot start. A forked child initialises it again: the parent's
+    initialisation is not its own."""
+    global _lib
+    if _lib is not None and _lib[0] == os.getpid():
+        return _lib[1]
     try:
-        lib = ctypes.CDLL("libnvidia-ml.so.1")
+        lib = _open_library()
+        if lib.nvmlInit_v2() != 0:
+            lib = None
     except OSError:
-        return None
-    if lib.nvmlInit_v2() != 0:
+        lib = None
+    _lib = (os.getpid(), lib)
+    return lib
+
+
+def _nvml() -> list[Gpu] | None:
+    lib = nvml()
+    if lib is None:
         return None
     count = ctypes.c_uint()
     if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:

@@ -12,6 +12,7 @@ they are driving:
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from . import verify
-from .config import BASELINE_PRECISION, KernelSpec, LabConfig, Shape
+from .config import BASELINE_PRECISION, UNIFORM, CheckSettings, Distribution, KernelSpec, LabConfig, Shape
 from .dispatch_launch import launcher_for
 from .geometry import unsupported_reason
 from .gpulock import device_columns
@@ -36,19 +37,34 @@ class TimingSettings:
     rewarm_ms: float | None = None  # see gpu.warm_enough
 
 
-def _check_rows(problem: verify.Problem, refs, run, tol: float) -> list[dict]:
+def _check_rows(problem: verify.Problem, refs, run, precision: str, check: CheckSettings, baseline=None) -> list[dict]:
     """Run ``run(alpha, beta, poison) -> output`` for the three verification modes and compare with
-    ``refs`` (alpha*A@B + beta*C and alpha*A@B) or, for alpha = 0, with beta*C, within ``tol``."""
+    ``refs`` (alpha*A@B + beta*C and alpha*A@B) or, for alpha = 0, with beta*C.
+
+    ``baseline`` (same signature: cuBLAS strict FP32 on the same inputs, or None where there is no GPU)
+    sets the FP32 class's relative limit at each mode (``verify.fp32_limit``); a stage of class
+    ``precision`` is held to ``verify.limit_for``. Every row records cuBLAS's error and the FP32 limit,
+    whatever the stage's class, so that a TF32 result can be shown to fail the FP32 class."""
     scaled_c = problem.beta * problem.c.astype(np.float64)
+    k = problem.shape.k
     rows = []
     for mode, alpha, beta, ref, terms, poison in (
             ("beta", problem.alpha, problem.beta, refs[0], (refs[1], scaled_c), False),
             ("beta0_poisoned", problem.alpha, 0.0, refs[1], (), True),
             ("alpha0", 0.0, problem.beta, scaled_c, (), False)):
-        v = verify.compare(run(alpha, beta, poison), ref, tol, terms=terms)
-        rows.append(dict(mode=mode, alpha=alpha, beta=beta, seed=problem.seed, passed=v.passed,
-                         rel_err=v.rel_err, max_abs_err=v.max_abs_err, nonfinite=v.nonfinite,
-                         tolerance=v.tolerance, reason=v.reason))
+        out = run(alpha, beta, poison)
+        lib_err = (verify.compare(baseline(alpha, beta, poison), ref, math.inf, terms=terms).rel_err
+                   if baseline is not None else math.nan)
+        limit32 = verify.fp32_limit(k, check, lib_err)
+        tol = verify.limit_for(precision, k, check, lib_err)
+        v = verify.compare(out, ref, tol, terms=terms)
+        reason = v.reason
+        if not v.passed and not v.nonfinite and tol < verify.tolerance_for(precision, k, check):
+            reason += f" ({check.fp32_factor:g}x cuBLAS FP32's {lib_err:.3g} on the same inputs)"
+        rows.append(dict(mode=mode, distribution=problem.dist, alpha=alpha, beta=beta, seed=problem.seed,
+                         passed=v.passed, rel_err=v.rel_err, max_abs_err=v.max_abs_err, nonfinite=v.nonfinite,
+                         tolerance=v.tolerance, cublas_rel_err=lib_err, fp32_limit=limit32,
+                         fp32_basis="cublas" if baseline is not None else "absolute", reason=reason))
     return rows
 
 
@@ -69,8 +85,40 @@ class _Tolerance:
     impl: str
     spec: KernelSpec | None
 
+    @property
+    def precision(self) -> str:
+        return precision_of(self.spec, self.impl)
+
     def tolerance(self, shape: Shape) -> float:
-        return verify.tolerance_for(precision_of(self.spec, self.impl), shape.k, self.cfg.check)
+        return verify.tolerance_for(self.precision, shape.k, self.cfg.check)
+
+
+class CublasBaseline:
+    """cuBLAS strict FP32 on a check problem's inputs: the error the FP32 class is measured against.
+    ``for_problem`` returns the same ``run(alpha, beta, poison)`` as a runner's, on the device buffers
+    given (a GPU stage's own, reloaded by every run) or on its own."""
+
+    def __init__(self, stream=None):
+        from . import gpu
+
+        cuda = gpu.driver()
+        self.stream = stream if stream is not None else cuda.Stream()
+        self.launch = gpu.library_launcher("cublas", self.stream)
+
+    def for_problem(self, problem: verify.Problem, bufs):
+        def run(alpha, beta, poison):
+            if poison:
+                bufs.poison_c()
+            else:
+                bufs.upload(problem.a, problem.b, problem.c)
+            self.launch(problem.shape, alpha, bufs.a, bufs.b, beta, bufs.c, self.stream)
+            self.stream.synchronize()
+            return bufs.download_c()
+
+        return run
+
+    def close(self) -> None:
+        self.launch.close()
 
 
 class GpuRunner(_Tolerance):
@@ -86,16 +134,23 @@ class GpuRunner(_Tolerance):
         self.launch = gpu.library_launcher(impl, self.stream) if spec is None else launcher_for(spec, cubin)
         self._flusher = None
         self._ref = None
+        self._baseline: CublasBaseline | None = None
 
-    def skip_reason(self, shape: Shape) -> str | None:
+    def skip_reason(self, shape: Shape, kind: str = "bench") -> str | None:
+        """Why ``shape`` is not run: the stage cannot run it, or the point would not fit in memory
+        (host memory for a check's inputs and references, device memory for the buffers)."""
         if self.spec is not None:
             reason = unsupported_reason(self.spec, shape)
             if reason:
                 return reason
-        need = 4 * (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n)
-        if need > 0.8 * self.dev.global_mem_bytes:
-            return f"needs {need / 2**30:.1f} GiB of device memory ({self.dev.global_mem_bytes / 2**30:.0f} GiB on the GPU)"
-        return None
+        from . import footprint as fp
+        from . import gpu
+
+        free, _total = gpu.driver().mem_get_info()
+        if kind == "check":
+            return (fp.too_big(fp.host_check_bytes(shape), fp.host_available_bytes(), "host")
+                    or fp.too_big(fp.device_check_bytes(shape), free, "device"))
+        return fp.too_big(fp.device_bench_bytes(shape), free, "device")
 
     def device_columns(self) -> dict:
         """The GPU that measured a row: index and UUID (which of the host's GPUs) and its model, as CUDA
@@ -114,21 +169,26 @@ class GpuRunner(_Tolerance):
 
         return run
 
-    def check(self, shape: Shape, seed: int) -> list[dict]:
+    def check(self, shape: Shape, seed: int, dist: Distribution = UNIFORM) -> list[dict]:
         from . import gpu
 
-        p = verify.make_problem(shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed)
+        p = verify.make_problem(shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed, dist=dist)
+        if self._baseline is None:
+            self._baseline = CublasBaseline(self.stream)
         bufs = gpu.Buffers(shape)
         try:
-            rows = _check_rows(p, verify.references(p), self._run_fn(bufs, p), self.tolerance(shape))
+            rows = _check_rows(p, verify.references(p), self._run_fn(bufs, p), self.precision, self.cfg.check,
+                               self._baseline.for_problem(p, bufs))
         finally:
             bufs.free()
         return [dict(r, **self.device_columns()) for r in rows]
 
     def bench(self, shape: Shape, seed: int, timing: TimingSettings) -> dict:
         """Verify on fresh inputs generated on the GPU against a float64 DGEMM reference (errors measured
-        on the GPU), then time. The inputs are drawn from ``seed`` by a counter-based hash."""
-        from . import gpu
+        on the GPU), then time. The inputs are drawn from ``seed`` by a counter-based hash. The timing is
+        watched for other work on the GPU and tried again while there is some (``foreign``): the row
+        says what was seen (``disturbance``) and whether every try was disturbed (``disturbed``)."""
+        from . import foreign, gpu
 
         cuda = gpu.driver()
         if self._ref is None:
@@ -161,23 +221,25 @@ class GpuRunner(_Tolerance):
                 r.free()
             refs = ()
             cuda.memcpy_dtod(bufs.c, c0, 4 * m * n)  # time on the real C, not on NaN
-            t = gpu.time_launches(
+            watch = foreign.Watch.on(self.dev.pci_bus_id)
+            t, disturbance, disturbed = foreign.undisturbed(lambda: gpu.time_launches(
                 lambda: self.launch(shape, alpha, bufs.a, bufs.b, beta, bufs.c, self.stream), self.stream,
                 warmup_ms=timing.warmup_ms, target_ms=timing.target_ms, min_reps=timing.min_reps,
                 max_reps=timing.max_reps, flush=self._flusher if timing.l2_policy == "flush" else None,
-                pci_bus_id=self.dev.pci_bus_id, rewarm_ms=timing.rewarm_ms)
+                pci_bus_id=self.dev.pci_bus_id, rewarm_ms=timing.rewarm_ms), watch)
         finally:
             for r in refs:
                 r.free()
             c0.free()
             bufs.free()
         row = dict(summarize_checks(checks), reference="fp64 cuBLAS DGEMM on GPU-generated inputs", seed=seed,
-                   alpha=alpha, beta=beta, l2_policy=timing.l2_policy, **t.as_row(), **self.device_columns())
+                   alpha=alpha, beta=beta, l2_policy=timing.l2_policy, **t.as_row(), **self.device_columns(),
+                   disturbance=disturbance, disturbed=disturbed)
         row["tflops"] = tflops(shape.flops, t.stats.median_ms)
         return row
 
     def close(self) -> None:
-        for obj in (self.launch, self._ref):
+        for obj in (self.launch, self._ref, self._baseline):
             if hasattr(obj, "close"):
                 obj.close()
 
@@ -190,13 +252,19 @@ class HostRunner(_Tolerance):
 
         self.cfg, self.impl, self.spec = cfg, impl, spec
         self.launch = numpy_gemm if spec is None else HostLauncher(spec, library)
+        self._baseline: CublasBaseline | None = None
+        self._bufs: list = []
 
-    def skip_reason(self, shape: Shape) -> str | None:
+    def skip_reason(self, shape: Shape, kind: str = "bench") -> str | None:
+        from . import footprint as fp
+
         if self.spec is not None:
-            return unsupported_reason(self.spec, shape)
-        if max(shape.m, shape.n, shape.k) > self.cfg.cpu.max_dim:
-            return f"CPU library limited to dimensions <= {self.cfg.cpu.max_dim} (config cpu.max_dim)"
-        return None
+            reason = unsupported_reason(self.spec, shape)
+        elif max(shape.m, shape.n, shape.k) > self.cfg.cpu.max_dim:
+            reason = f"CPU library limited to dimensions <= {self.cfg.cpu.max_dim} (config cpu.max_dim)"
+        else:
+            reason = None
+        return reason or fp.too_big(fp.host_check_bytes(shape), fp.host_available_bytes(), "host")
 
     def _run_fn(self, problem):
         def run(alpha, beta, poison):
@@ -206,13 +274,36 @@ class HostRunner(_Tolerance):
 
         return run
 
-    def check(self, shape: Shape, seed: int) -> list[dict]:
-        p = verify.make_problem(shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed)
-        return _check_rows(p, verify.references(p), self._run_fn(p), self.tolerance(shape))
+    def _baseline_for(self, problem: verify.Problem):
+        """cuBLAS on the same inputs where this process holds a GPU (its step took the GPU lock and
+        pinned it), else None: the FP32 class then has its absolute bound alone (fp32_basis)."""
+        from .gpulock import pinned
+
+        if pinned() is None:
+            return None
+        from . import gpu
+
+        if self._baseline is None:
+            self._baseline = CublasBaseline()
+        bufs = gpu.Buffers(problem.shape)
+        self._bufs.append(bufs)
+        return self._baseline.for_problem(problem, bufs)
+
+    def _checked(self, p: verify.Problem) -> list[dict]:
+        try:
+            return _check_rows(p, verify.references(p), self._run_fn(p), self.precision, self.cfg.check,
+                               self._baseline_for(p))
+        finally:
+            while self._bufs:
+                self._bufs.pop().free()
+
+    def check(self, shape: Shape, seed: int, dist: Distribution = UNIFORM) -> list[dict]:
+        p = verify.make_problem(shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed, dist=dist)
+        return self._checked(p)
 
     def bench(self, shape: Shape, seed: int, timing: TimingSettings) -> dict:
         p = verify.make_problem(shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed)
-        checks = _check_rows(p, verify.references(p), self._run_fn(p), self.tolerance(shape))
+        checks = _check_rows(p, verify.references(p), self._run_fn(p), self.precision, self.cfg.check)  # no GPU here
         c = p.c.copy()
 
         def once() -> float:
@@ -236,7 +327,8 @@ class HostRunner(_Tolerance):
         return row
 
     def close(self) -> None:
-        pass
+        if self._baseline is not None:
+            self._baseline.close()
 
 
 def make_runner(cfg: LabConfig, impl: str, spec: KernelSpec | None, binary: Path | None):

@@ -72,16 +72,34 @@ class _Guard:
 
 
 def point_problems(rows: list[dict], good: tuple[str, ...], what: str = "points") -> StepStatus | None:
-    """A failed status naming the first bad point, when any row's status is not in ``good``."""
-    bad = [r for r in rows if r.get("status") not in good]
+    """A failed status naming the first bad point, when any row's status is not in ``good``.
+
+    A ``disturbed`` point (verified, but timed while other work shared the GPU, see ``foreign``) is no
+    failure of the kernel: the step stays ``ok``, its message counts those points and names the first,
+    and the log warns; beside a failure, the failure's message counts them too."""
+    from ..foreign import DISTURBED
+
+    def where(r: dict) -> str:
+        return r["params"] if "params" in r else f"{r['m']}x{r['n']}x{r['k']}"
+
+    disturbed = [r for r in rows if r.get("status") == DISTURBED]
+    bad = [r for r in rows if r.get("status") not in good and r.get("status") != DISTURBED]
+    note = ""
+    if disturbed:
+        first = disturbed[0]
+        note = (f"{len(disturbed)} of {len(rows)} {what} disturbed by other work on the GPU, timings kept for "
+                f"inspection only (first at {where(first)}: "
+                f"{first_line(first.get('disturbance') or first.get('reason', ''), 160)})")
+        log.warning("%s", note)
     if not bad:
-        return None
+        return StepStatus(message=note) if note else None
     r = bad[0]
-    where = r["params"] if "params" in r else f"{r['m']}x{r['n']}x{r['k']}"
     mode = f" ({r['mode']})" if r.get("mode") not in (None, "-") else ""
     more = f" (+{len(bad) - 1} more of {len(rows)} {what})" if len(bad) > 1 else ""
     label = "NOT VERIFIED" if r["status"] == "failed" else str(r["status"]).upper()
-    return StepStatus(status=FAILED, message=f"{label} at {where}{mode}: {first_line(r.get('reason', ''), 160)}{more}")
+    also = f"; and {note}" if note else ""
+    return StepStatus(status=FAILED,
+                      message=f"{label} at {where(r)}{mode}: {first_line(r.get('reason', ''), 160)}{more}{also}")
 
 
 def machine(env: dict) -> dict:

@@ -20,22 +20,35 @@ def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | 
 
     cfg = from_dict(raw_config, trusted=True)
     setup_logging(None)
+    if kind == "bench":  # which processes hold the GPU before this one starts CUDA (see foreign)
+        from ..foreign import note_before_cuda
+
+        note_before_cuda()
     runner = _runner(cfg, impl, Path(binary) if binary else None, Path(record) if record else None)
     b = cfg.bench
     timing = TimingSettings(warmup_ms=b.warmup_ms, target_ms=b.target_ms, min_reps=b.min_reps, max_reps=b.max_reps,
                             l2_policy=b.l2_policy, rewarm_ms=b.rewarm_ms)
 
+    dists = {d.name: d for _shape, d in cfg.check.points()}
+
     def work(point):
-        (m, n, k), seed = point
+        (m, n, k), seed, *dist = point  # a check point also names its input distribution
         shape = Shape(m=m, n=n, k=k)
-        head = dict(kernel=impl, m=m, n=n, k=k)
-        reason = runner.skip_reason(shape)
+        head = dict(kernel=impl, m=m, n=n, k=k, **({"distribution": dist[0]} if dist else {}))
+        reason = runner.skip_reason(shape, kind)
         if reason:
             return [dict(head, mode="-", status="skipped", reason=reason, verified=False)]
         if kind == "check":
-            return [dict(head, status="pass" if r["passed"] else "fail", **r) for r in runner.check(shape, seed)]
+            return [dict(head, status="pass" if r["passed"] else "fail", **r)
+                    for r in runner.check(shape, seed, dists[dist[0]])]
+        from ..foreign import DISTURBED
+
         r = runner.bench(shape, seed, timing)
-        return [dict(head, status="ok" if r["verified"] else "failed", **r)]
+        r.setdefault("disturbance", "n/a (CPU timing)")  # a host stage: no GPU to share
+        status = "failed" if not r["verified"] else DISTURBED if r.pop("disturbed", False) else "ok"
+        if status == DISTURBED:  # verified, but every timed try shared the GPU with other work
+            r["reason"] = f"other work on the GPU: {r['disturbance']}"
+        return [dict(head, status=status, **r)]
 
     return work
 
@@ -44,16 +57,18 @@ def _isolated_points(cfg: LabConfig, impl: str, kind: str, shapes, seed_of, *, b
     """Run each shape in a supervised child process; a hang, crash or CUDA error becomes a row."""
     from .. import isolate
 
-    points = [((s.m, s.n, s.k), seed_of(s)) for s in shapes]
+    points = [((s.m, s.n, s.k), seed_of(s)) if not isinstance(s, tuple) else
+              ((s[0].m, s[0].n, s[0].k), seed_of(s), s[1].name) for s in shapes]
     rows = []
     for o in isolate.run(points, factory="sgemm_lab.pipeline.points:point_worker",
                          args=(raw_config, impl, str(binary) if binary else None, str(record) if record else None, kind),
                          timeout_s=cfg.watchdog_s, log=log,
                          gate=gpu_lock.for_mode(lock_mode(kind, cfg, impl))):
-        (m, n, k), _ = o.point
-        tag = f"[{kind} {impl}] {o.index + 1}/{len(points)} {m}x{n}x{k}"
+        (m, n, k), _, *dist = o.point
+        tag = f"[{kind} {impl}] {o.index + 1}/{len(points)} {m}x{n}x{k}" + (f" {dist[0]}" if dist else "")
         if o.status != "ok":
-            rows.append(dict(kernel=impl, m=m, n=n, k=k, mode="-", status=o.status, reason=o.message, verified=False))
+            rows.append(dict(kernel=impl, m=m, n=n, k=k, **({"distribution": dist[0]} if dist else {}), mode="-",
+                             status=o.status, reason=o.message, verified=False))
             log.warning("%s: %s (%s)", tag, o.status.upper(), o.message)
             continue
         rows += o.rows
@@ -61,12 +76,16 @@ def _isolated_points(cfg: LabConfig, impl: str, kind: str, shapes, seed_of, *, b
             if r["status"] == "skipped":
                 log.info("%s: skipped (%s)", tag, r["reason"])
             elif kind == "check":
-                log.info("%s %s: %s (rel err %.2e, tol %.2e)", tag, r["mode"],
-                         "pass" if r["passed"] else "FAIL " + r["reason"], r["rel_err"], r["tolerance"])
+                log.info("%s %s: %s (rel err %.2e, limit %.2e, cuBLAS FP32 %.2e)", tag, r["mode"],
+                         "pass" if r["passed"] else "FAIL " + r["reason"], r["rel_err"], r["tolerance"],
+                         r.get("cublas_rel_err", float("nan")))
             else:
-                log.info("%s: %.3f TFLOP/s (median %.4f ms, IQR %.4f ms, %d reps, SM %s->%s MHz)%s", tag, r["tflops"],
-                         r["median_ms"], r["iqr_ms"], r["reps"], r["sm_clock_before_mhz"], r["sm_clock_after_mhz"],
-                         "" if r["verified"] else " NOT VERIFIED: " + r["reason"])
+                from ..foreign import DISTURBED, log_note
+
+                (log.warning if r["status"] == DISTURBED else log.info)(
+                    "%s: %.3f TFLOP/s (median %.4f ms, IQR %.4f ms, %d reps, SM %s->%s MHz)%s%s", tag, r["tflops"],
+                    r["median_ms"], r["iqr_ms"], r["reps"], r["sm_clock_before_mhz"], r["sm_clock_after_mhz"],
+                    "" if r["verified"] else " NOT VERIFIED: " + r["reason"], log_note(r))
     return rows
 
 
@@ -75,7 +94,12 @@ def check(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None
     """Verify ``impl`` at the check shapes against float64 (a supervised child process)."""
     load_spec(cfg, impl, record)  # NotRun before any process starts if the build failed
     base = base_seed(cfg)
-    rows = _isolated_points(cfg, impl, "check", cfg.check.shapes, lambda s: point_seed(base, impl, s, "check"),
+
+    def seed_of(point) -> int:  # uniform inputs keep the seeds they always had
+        shape, dist = point
+        return point_seed(base, impl, shape, "check" if dist.name == "uniform" else f"check:{dist.name}")
+
+    rows = _isolated_points(cfg, impl, "check", cfg.check.points(), seed_of,
                             binary=binary, record=record, raw_config=raw_config)
     ran = [r for r in rows if r["status"] != "skipped"]
     status = "pass" if ran and all(r["status"] == "pass" for r in ran) else ("skipped" if not ran else "fail")
@@ -86,7 +110,7 @@ def check(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None
 BENCH_COLUMNS = ["kernel", "m", "n", "k", "status", "reason", "verified", "rel_err", "max_abs_err", "tolerance",
                  "reference", "median_ms", "min_ms", "q1_ms", "q3_ms", "iqr_ms", "max_ms", "reps", "tflops",
                  "l2_policy", "sm_clock_before_mhz", "sm_clock_after_mhz", "warmup_s", "warmup_launches",
-                 "alpha", "beta", "seed", "device_index", "device_uuid", "device_name"]
+                 "alpha", "beta", "seed", "device_index", "device_uuid", "device_name", "disturbance"]
 
 
 def bench(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path,

@@ -1,0 +1,382 @@
+"""Measurements nobody else disturbs: around every timed point the driver (NVML, simulated here by
+``fake_nvml``) is asked which other processes hold the GPU and how busy they kept it; a point that
+shared its GPU is timed again, then recorded as ``disturbed``, never as a clean median."""
+
+import ctypes
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from fake_nvml import FakeGpu, FakeNvml, install
+from sgemm_lab import foreign
+
+ME = os.getpid()
+MiB = 2**20
+# PIDs no process of this machine can have (above the kernel's limit): /proc gives them no name
+_MAX = int(Path("/proc/sys/kernel/pid_max").read_text())
+P1, P2, P3 = _MAX + 1, _MAX + 2, _MAX + 3
+
+
+@pytest.fixture(autouse=True)
+def no_pause(monkeypatch):
+    monkeypatch.setattr(foreign, "RETRY_PAUSE_S", 0.0)
+
+
+def _watch(monkeypatch, fake):
+    install(monkeypatch, fake)
+    return foreign.Watch.on("0000:01:00.0")
+
+
+def _now_us() -> int:
+    return int(time.time() * 1e6)
+
+
+def test_struct_layouts_are_nvml_s():
+    """The entries NVML writes: nvmlProcessInfo_t (v2/v3), its v1 and nvmlProcessUtilizationSample_t."""
+    assert ctypes.sizeof(foreign.ProcessInfo) == 24 and foreign.ProcessInfo.usedGpuMemory.offset == 8
+    assert foreign.ProcessInfo.gpuInstanceId.offset == 16 and foreign.ProcessInfo.computeInstanceId.offset == 20
+    assert ctypes.sizeof(foreign.ProcessInfoV1) == 16
+    s = foreign.ProcessUtilizationSample
+    assert ctypes.sizeof(s) == 32 and s.timeStamp.offset == 8 and s.smUtil.offset == 16 and s.decUtil.offset == 28
+
+
+def test_a_point_alone_on_its_gpu_is_clean_at_the_first_try(monkeypatch):
+    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 300 * MiB)], samples=[(ME, _now_us() + 10**6, 99)])
+    tries = []
+    watch = _watch(monkeypatch, FakeNvml([gpu]))
+    result, text, disturbed = foreign.undisturbed(lambda: tries.append(1) or "timing", watch)
+    assert (result, text, disturbed) == ("timing", "none", False) and len(tries) == 1
+
+
+def test_another_process_on_the_gpu_disturbs_every_try(monkeypatch):
+    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 300 * MiB)])
+    fake = FakeNvml([gpu], names={P1: "/usr/bin/python3"})
+    tries = []
+
+    def measure():  # another program starts on the GPU while the first try runs, and stays
+        tries.append(len(tries) + 1)
+        if (P1, 812 * MiB) not in gpu.compute:
+            gpu.compute.append((P1, 812 * MiB))
+            gpu.samples.append((P1, _now_us() + 10**6, 97))
+        return tries[-1]
+
+    result, text, disturbed = foreign.undisturbed(measure, _watch(monkeypatch, fake))
+    assert disturbed and tries == [1, 2, 3] and result == 3  # RETRIES more, the last one's timing kept
+    assert text.startswith(f"all 3 tries disturbed; last: pid {P1} python3 (compute; 812 MiB; before, after; SM 97%)")
+
+
+def test_a_short_burst_of_other_work_is_waited_out(monkeypatch):
+    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 300 * MiB), (P2, 100 * MiB)])
+
+    def measure():
+        gpu.compute[:] = [(ME, 300 * MiB)]  # the other process ends during the first try
+        return "t"
+
+    result, text, disturbed = foreign.undisturbed(measure, _watch(monkeypatch, FakeNvml([gpu])))
+    assert not disturbed
+    assert text == f"none; clean on try 2 of 3, after: pid {P2} (compute; 100 MiB; before)"
+
+
+def test_work_that_came_and_went_within_the_point_is_seen_in_the_samples(monkeypatch):
+    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 300 * MiB)],
+                  samples=[(P3, _now_us() - 10**7, 80)])  # before the point: not its business
+
+    def measure():
+        gpu.samples.append((P3, _now_us() + 10**6, 45))
+        return "t"
+
+    _, text, disturbed = foreign.undisturbed(measure, _watch(monkeypatch, FakeNvml([gpu])), retries=0)
+    assert disturbed and text == f"the one try disturbed: pid {P3} (not listed before or after; SM 45%)"
+
+
+def test_an_idle_sample_of_a_process_no_longer_there_is_no_disturbance(monkeypatch):
+    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 1)], samples=[(P3, _now_us() + 10**6, 0)])
+    _, text, disturbed = foreign.undisturbed(lambda: 0, _watch(monkeypatch, FakeNvml([gpu])))
+    assert not disturbed and text == "none"
+
+
+def test_the_pipelines_own_processes_are_not_foreign_but_an_orphan_is(monkeypatch, tmp_path):
+    """This process's parent (the step) and its children (a helper it started) are its own; a process
+    that left the family (double fork) is someone else's, wherever it came from."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    pidfile = tmp_path / "orphan"
+    subprocess.run([sys.executable, "-c",
+                    "import os, sys, time\n"
+                    "if os.fork() == 0:\n"
+                    f"    open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(60)\n"
+                    "os._exit(0)"], check=True)
+    while not pidfile.exists() or not pidfile.read_text():
+        time.sleep(0.01)
+    orphan = int(pidfile.read_text())
+    try:
+        own = foreign.own_pids()
+        assert {ME, os.getppid(), child.pid} <= own and orphan not in own
+        gpu = FakeGpu("GPU-aaaa", compute=[(ME, 1), (os.getppid(), 1), (child.pid, 1)])
+        assert foreign.undisturbed(lambda: 0, _watch(monkeypatch, FakeNvml([gpu])))[1:] == ("none", False)
+        gpu.compute.append((orphan, 1))
+        _, text, disturbed = foreign.undisturbed(lambda: 0, _watch(monkeypatch, FakeNvml([gpu])), retries=0)
+        assert disturbed and f"pid {orphan} python" in text  # its name from /proc: the PIDs are ours
+    finally:
+        child.kill()
+        child.wait()
+        os.kill(orphan, 9)
+
+
+def test_in_another_pid_namespace_this_process_is_the_one_that_appeared_with_its_cuda(monkeypatch):
+    """NVML lists host PIDs in a container: this process is not found by its own PID, but as the entry
+    that was not there before it started CUDA; another entry is foreign."""
+    gpu = FakeGpu("GPU-aaaa", compute=[(90001, 5)])  # someone else's, there all along
+    fake = FakeNvml([gpu])
+    install(monkeypatch, fake)
+    foreign.note_before_cuda()
+    gpu.compute.append((90077, 300 * MiB))  # this process, after its CUDA started
+    watch = foreign.Watch.on("0000:01:00.0")
+    _, text, disturbed = foreign.undisturbed(lambda: 0, watch, retries=0)
+    assert disturbed and "pid 90001 (compute; 0 MiB; before, after)" in text and "pid 90077 (" not in text
+    assert "(this process is pid 90077 to NVML)" in text
+    gpu.compute.remove((90001, 5))
+    assert foreign.undisturbed(lambda: 0, watch)[1:] == ("none (this process is pid 90077 to NVML)", False)
+
+
+def test_in_another_pid_namespace_without_a_first_look_more_than_one_entry_is_disturbed(monkeypatch):
+    gpu = FakeGpu("GPU-aaaa", compute=[(90077, 300 * MiB)])
+    watch = _watch(monkeypatch, FakeNvml([gpu]))
+    _, text, disturbed = foreign.undisturbed(lambda: 0, watch)
+    assert not disturbed and text == "none (this process taken as the one listed, pid 90077 to NVML)"
+    gpu.compute.append((90001, 5))
+    _, text, disturbed = foreign.undisturbed(lambda: 0, watch, retries=0)
+    assert disturbed and "cannot be told apart" in text and "pid 90001" in text
+
+
+@pytest.mark.parametrize("fake, why", [
+    (None, "unchecked: no NVML"),
+    (FakeNvml([FakeGpu("GPU-aaaa", bus_id="00000000:41:00.0")]), "unchecked: NVML knows no GPU at 0000:01:00.0"),
+    (FakeNvml([FakeGpu("GPU-aaaa")]), "unchecked: NVML lists no process on this GPU, not even this one"),
+    (FakeNvml([FakeGpu("GPU-aaaa")], versions=()), "unchecked: NVML cannot list the processes on this GPU"),
+])
+def test_where_nvml_cannot_tell_the_point_is_timed_once_and_says_unchecked(monkeypatch, fake, why):
+    tries = []
+    result, text, disturbed = foreign.undisturbed(lambda: tries.append(1) or "t", _watch(monkeypatch, fake))
+    assert (result, text, disturbed, len(tries)) == ("t", why, False, 1)
+
+
+def test_an_older_driver_s_lists_and_a_growing_list_are_read(monkeypatch):
+    """Only the first version of the process lists (16-byte entries), no per-process utilisation, and a
+    process that starts between the call that sizes the list and the one that fills it."""
+    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 1)])
+    fake = FakeNvml([gpu], versions=("",), utilization=False)
+    grown = []
+
+    def between():
+        if not grown:
+            grown.append(1)
+            gpu.compute.extend((P1 + 10 + i, 2 * MiB) for i in range(9))
+
+    fake.between = between
+    _, text, disturbed = foreign.undisturbed(lambda: 0, _watch(monkeypatch, fake), retries=0)
+    assert disturbed and all(f"pid {P1 + 10 + i} (compute; 2 MiB" in text for i in range(9))
+    assert "process lists only: no per-process utilisation" in text
+    assert "compute" in fake.calls and "compute_v3" not in fake.calls
+
+
+def test_a_version_the_driver_refuses_is_passed_over(monkeypatch):
+    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 1), (P1, 3 * MiB)])
+    fake = FakeNvml([gpu], refused=("_v3",))
+    _, text, disturbed = foreign.undisturbed(lambda: 0, _watch(monkeypatch, fake), retries=0)
+    assert disturbed and f"pid {P1} (compute; 3 MiB; before, after)" in text
+    assert "compute_v3" in fake.calls and "compute_v2" in fake.calls and "compute" not in fake.calls
+
+
+@pytest.mark.parametrize("null_count_rc", [0, 7])  # the sizing call: success or "insufficient size"
+def test_samples_are_read_whichever_way_the_driver_sizes_them(monkeypatch, null_count_rc):
+    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 1)], samples=[(ME, _now_us() + 10**6, 50), (P1, _now_us() + 10**6, 3)])
+    _, text, disturbed = foreign.undisturbed(
+        lambda: 0, _watch(monkeypatch, FakeNvml([gpu], null_count_rc=null_count_rc)), retries=0)
+    assert disturbed and f"pid {P1} (not listed before or after; SM 3%)" in text
+
+
+def test_graphics_and_mps_processes_count_too(monkeypatch):
+    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 1)], graphics=[(P2, 64 * MiB)])
+    fake = FakeNvml([gpu], names={P2: "Xorg"})
+    _, text, disturbed = foreign.undisturbed(lambda: 0, _watch(monkeypatch, fake), retries=0)
+    assert disturbed and f"pid {P2} Xorg (graphics; 64 MiB; before, after)" in text
+
+
+def test_the_gpu_list_still_comes_from_nvml():
+    """``devices.nvml`` is shared: visible GPUs are read through it as before."""
+    from sgemm_lab import devices
+
+    mp = pytest.MonkeyPatch()
+    try:
+        install(mp, FakeNvml([FakeGpu("GPU-aaaa"), FakeGpu("GPU-bbbb", bus_id="00000000:02:00.0")]))
+        mp.setenv("CUDA_VISIBLE_DEVICES", "1")
+        assert devices.visible_gpus() == [devices.Gpu(1, "GPU-bbbb")]
+    finally:
+        mp.undo()
+
+
+# ------------------------------------------------------------------------------- the bench row
+def _gpu_runner(lab, monkeypatch, timings):
+    """A GpuRunner whose GPU is simulated: verification passes, each timing is the next of ``timings``
+    (a callable run by the timing, e.g. to start another process)."""
+    from sgemm_lab import gpu, runners
+    from sgemm_lab.stats import summarize
+
+    class Mem:
+        def free(self):
+            pass
+
+    class Check:
+        def __init__(self, stream):
+            pass
+
+        def fill(self, *a):
+            pass
+
+        def references(self, bufs, alpha, beta):
+            return (Mem(), Mem())
+
+        def compare(self, *a):
+            return SimpleNamespace(passed=True, rel_err=1e-7, max_abs_err=1e-6, reason="")
+
+    class Buffers:
+        a = b = c = None
+
+        def __init__(self, shape):
+            pass
+
+        def poison_c(self):
+            pass
+
+        def free(self):
+            pass
+
+    calls = []
+
+    def time_launches(run, stream, **kw):
+        calls.append(kw["pci_bus_id"])
+        timings[len(calls) - 1]()
+        ms = float(len(calls))
+        return gpu.Timing(stats=summarize([ms] * 5), warmup_s=0.1, warmup_launches=4, sm_clock_before_mhz=1980,
+                          sm_clock_after_mhz=1980)
+
+    cuda = SimpleNamespace(mem_alloc=lambda n: Mem(), memcpy_dtod_async=lambda *a: None, memcpy_dtod=lambda *a: None)
+    monkeypatch.setattr(gpu, "driver", lambda: cuda)
+    monkeypatch.setattr(gpu, "DeviceCheck", Check)
+    monkeypatch.setattr(gpu, "Buffers", Buffers)
+    monkeypatch.setattr(gpu, "time_launches", time_launches)
+    r = runners.GpuRunner.__new__(runners.GpuRunner)
+    r.cfg, r.impl, r.spec = lab, "cublas", None
+    r.dev = SimpleNamespace(pci_bus_id="0000:01:00.0", name="Simulated GPU", l2_bytes=1 << 20)
+    r.stream = SimpleNamespace(synchronize=lambda: None)
+    r.launch = lambda *a: None
+    r._flusher = r._ref = None
+    return r, calls
+
+
+def test_gpu_bench_times_again_and_records_what_it_saw(lab, monkeypatch):
+    from sgemm_lab.config import Shape
+    from sgemm_lab.runners import TimingSettings
+
+    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 300 * MiB)])
+    install(monkeypatch, FakeNvml([gpu]))
+    timing = TimingSettings(warmup_ms=1, target_ms=1, min_reps=5, max_reps=5, l2_policy="none")
+
+    def burst():  # a kernel of another process runs during the first try only
+        gpu.samples.append((P1, _now_us() + 10**6, 50))
+
+    def quiet():
+        gpu.samples.clear()
+
+    runner, calls = _gpu_runner(lab, monkeypatch, [burst, quiet])
+    row = runner.bench(Shape(m=64, n=64, k=64), 1, timing)
+    assert calls == ["0000:01:00.0"] * 2 and row["median_ms"] == 2.0  # the clean second try's timing
+    assert not row["disturbed"]
+    assert row["disturbance"] == f"none; clean on try 2 of 3, after: pid {P1} (not listed before or after; SM 50%)"
+
+    def intruder():
+        if (P2, MiB) not in gpu.compute:
+            gpu.compute.append((P2, MiB))
+
+    runner, calls = _gpu_runner(lab, monkeypatch, [intruder] * 3)
+    row = runner.bench(Shape(m=64, n=64, k=64), 1, timing)
+    assert len(calls) == 3 and row["disturbed"] and row["verified"] and row["median_ms"] == 3.0
+    assert f"pid {P2} (compute; 1 MiB; before, after)" in row["disturbance"]  # the last try: there throughout
+# ------------------------------------------------------------------------------ the point and step
+def _point_rows(monkeypatch, raw: dict, bench_row: dict) -> list[dict]:
+    """What point_worker's bench branch makes of a runner's row."""
+    from sgemm_lab.pipeline import points
+
+    class Runner:
+        def skip_reason(self, shape, kind="bench"):
+            return None
+
+        def bench(self, shape, seed, timing):
+            return dict(bench_row)
+
+    monkeypatch.setattr(points, "_runner", lambda *a: Runner())
+    monkeypatch.setattr(foreign, "note_before_cuda", lambda: None)
+    return points.point_worker(raw, "cublas", None, None, "bench")(((64, 64, 64), 7))
+
+
+def test_a_disturbed_point_is_never_an_ok_row(monkeypatch, raw_config):
+    def row_of(**over) -> dict:
+        (row,) = _point_rows(monkeypatch, raw_config,
+                             {**dict(verified=True, reason="", median_ms=1.0, tflops=0.5), **over})
+        return row
+
+    row = row_of(disturbance="all 3 tries disturbed; last: pid 9 (compute)", disturbed=True)
+    assert row["status"] == "disturbed" and row["median_ms"] == 1.0 and "disturbed" not in row
+    assert row["reason"] == "other work on the GPU: all 3 tries disturbed; last: pid 9 (compute)"
+    row = row_of(disturbance="none", disturbed=False)
+    assert row["status"] == "ok" and row["disturbance"] == "none"
+    row = row_of(verified=False, reason="beta: wrong", disturbance="x", disturbed=True)
+    assert row["status"] == "failed" and row["reason"] == "beta: wrong"  # a wrong result stays a failure
+    row = row_of()  # a host stage's row: timed on the CPU
+    assert row["status"] == "ok" and row["disturbance"] == "n/a (CPU timing)"
+
+
+def test_disturbed_points_leave_the_step_ok_but_counted(tmp_path, monkeypatch, caplog, raw_config):
+    from sgemm_lab import config as cfgmod
+    from sgemm_lab import steps
+    from sgemm_lab.outcome import FAILED, OK
+    from sgemm_lab.pipeline import points
+
+    raw = raw_config
+    cfg = cfgmod.from_dict(raw)
+    ok = dict(kernel="cublas", m=64, n=64, k=64, status="ok", verified=True, median_ms=0.5, tflops=1.0,
+              disturbance="none")
+    bad = dict(ok, m=128, n=128, k=128, status="disturbed", reason="other work on the GPU: pid 9",
+               disturbance="all 3 tries disturbed; last: pid 9 (compute; 5 MiB; before, after)")
+    monkeypatch.setattr(points, "_isolated_points", lambda *a, **kw: [ok, bad])
+    out = tmp_path / "bench.csv"
+    status = steps.bench(cfg, "cublas", binary=None, record=None, out=out, raw_config=raw)
+    df = pd.read_csv(out)
+    assert list(df.status) == ["ok", "disturbed"] and list(df.disturbance)[0] == "none"
+    assert df.median_ms[1] == 0.5  # kept for inspection
+    assert status.status == OK and status.message.startswith("1 of 2 shapes disturbed by other work on the GPU")
+    assert "pid 9 (compute; 5 MiB" in status.message
+    assert any("disturbed" in r.message and r.levelname == "WARNING" for r in caplog.records)
+
+    failed = dict(ok, status="failed", verified=False, reason="beta: relative error 1")
+    monkeypatch.setattr(points, "_isolated_points", lambda *a, **kw: [failed, bad])
+    status = steps.bench(cfg, "cublas", binary=None, record=None, out=out, raw_config=raw)
+    assert status.status == FAILED and status.message.startswith("NOT VERIFIED at 64x64x64: beta: relative error 1")
+    assert "; and 1 of 2 shapes disturbed" in status.message and "+1 more" not in status.message
+
+
+def test_the_log_line_says_what_was_seen_only_when_it_matters():
+    assert foreign.log_note(dict(status="ok", disturbance="none")) == ""
+    assert foreign.log_note(dict(status="ok", disturbance="n/a (CPU timing)")) == ""
+    assert foreign.log_note(dict(status="ok", disturbance="none (this process is pid 5 to NVML)")) == ""
+    assert foreign.log_note(dict(status="ok", disturbance="unchecked: no NVML")) == \
+        " [other work on the GPU not checked: no NVML]"
+    assert "DISTURBED" in foreign.log_note(dict(status="disturbed", disturbance="pid 9"))
+    assert foreign.log_note(dict(status="ok", disturbance="none; clean on try 2 of 3, after: pid 9")) == \
+        " [none; clean on try 2 of 3, after: pid 9]"
