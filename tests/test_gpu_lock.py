@@ -38,7 +38,9 @@ def test_lock_modes(lab):
     assert gpulock.lock_mode("bench", lab, "cublas") == "exclusive"
     assert gpulock.lock_mode("bench", lab, "10_autotuned") == "exclusive"
     host = next(k.id for k in lab.kernels if k.backend == "host")
-    assert gpulock.lock_mode("bench", lab, host) is None and gpulock.lock_mode("check", lab, host) is None
+    assert gpulock.lock_mode("bench", lab, host) is None
+    # a host stage's check shares the GPU: cuBLAS on the same inputs sets its FP32 limit
+    assert gpulock.lock_mode("check", lab, host) == "shared" and gpulock.lock_mode("check", lab, "numpy") == "shared"
     assert gpulock.lock_mode("build", lab, host) is None
     assert gpulock.lock_mode("bench", lab, "numpy") is None
     for step in ("aggregate", "plot", "report"):

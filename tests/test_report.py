@@ -311,3 +311,17 @@ def test_accuracy_points_pair_the_worst_error_with_the_speed(tables):
     at = bench[(bench.kernel == "cublas") & (bench.m == 4096) & (bench.n == 4096) & (bench.k == 4096)]
     assert pts.loc["cublas", "rel_err"] == ran.rel_err.max() and pts.loc["cublas", "tflops"] == at.tflops.iloc[0]
     assert pts.loc["06_vectorized", "precision"] == "tf32" and pts.loc["cublas", "precision"] == "fp32"
+
+
+def test_the_method_counts_clean_retried_disturbed_and_unwatched_points():
+    import pandas as pd
+
+    from sgemm_lab.report import disturbance_summary
+
+    bench = pd.DataFrame({"status": ["ok", "ok", "disturbed", "ok", "ok", "failed"],
+                          "disturbance": ["none", "none; clean on try 2 of 3, after: pid 9 x", "all 3 tries disturbed",
+                                          "unchecked: no NVML", "n/a (CPU timing)", "none"]})
+    text = disturbance_summary(bench)
+    assert "2 of 4 GPU points clean (1 of them only on a retry), 1 disturbed" in text
+    assert "**1 not watched**" in text
+    assert disturbance_summary(bench.drop(columns="disturbance")) == "This run did not record it."

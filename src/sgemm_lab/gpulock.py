@@ -325,10 +325,14 @@ def device_columns() -> dict:
 
 
 def lock_mode(step: str, cfg: LabConfig, impl: str | None) -> str | None:
-    """'exclusive', 'shared' or None (no GPU: host stages, the NumPy baseline, plots, report)."""
+    """'exclusive', 'shared' or None (no GPU: host stages and the NumPy baseline when built or timed,
+    plots, report). Every check shares the GPU, a host stage's too: its FP32 limit comes from cuBLAS
+    on the same inputs (runners.CublasBaseline)."""
+    if step == "check":
+        return "shared"
     if impl == "numpy":
         return None
-    if impl and impl not in BASELINES and step in ("build", "check", "bench"):
+    if impl and impl not in BASELINES and step in ("build", "bench"):
         spec = cfg.kernel(impl)
         if spec.backend == "host" and not spec.autotuned:
             return None

@@ -722,9 +722,14 @@ def _method(run: _Run) -> list[str]:
               "held to the TF32 tolerance; TF32-class stages are compared with it (\"% of TF32\")."
               if cfg.cublas_tf32 else ""),
            "- **Isolation**: jobs run in parallel, but every step that times or profiles holds an exclusive lock on "
-           "its GPU (`results/.gpu.<uuid>.lock`), while checks, sanitizers and builds share it: nothing else runs on the GPU "
-           "during a measurement. CPU stages are timed with no other job running. Each point runs in a supervised "
+           "its GPU, host-wide (`/tmp/sgemm-lab-locks/gpu.<uuid>.lock`, shared by every checkout on the host), while "
+           "checks, sanitizers and builds share it: no other pipeline runs on the GPU during a measurement. CPU "
+           "stages are timed with no other job running. Each point runs in a supervised "
            f"child process with a {cfg.watchdog_s:g} s watchdog; a hang, crash or CUDA error is a row with a status.",
+           "- **Other work on the GPU**: before and after its timed launches, each GPU point asks the driver (NVML) "
+           "which other processes hold its GPU and how busy they kept it; a point that saw any is timed again, and "
+           "one disturbed on every try is recorded as `disturbed` with what was seen (`disturbance` in `bench.csv`), "
+           "never as a clean median. " + disturbance_summary(run.bench),
            ""]
     return out + failure_section(cfg, run.failures)
 
@@ -750,6 +755,23 @@ def _environment(run: _Run) -> list[str]:
     return ["## Environment", "", md_table(["component", "version"], [[a, f"{b}"] for a, b in env_rows], align="ll"), ""]
 
 
+def disturbance_summary(bench: pd.DataFrame) -> str:
+    """How many GPU points of this run were watched and found clean, clean only on a retry, disturbed,
+    or could not be watched (``disturbance`` column; a run from before it: not recorded)."""
+    if bench is None or bench.empty or "disturbance" not in bench:
+        return "This run did not record it."
+    seen = bench[bench["status"].isin(["ok", "disturbed"])]["disturbance"].fillna("").astype(str)
+    seen = seen[~seen.str.startswith("n/a")]  # CPU timings
+    clean = seen.str.startswith("none")
+    retried = clean & seen.str.contains("clean on try")
+    unchecked = seen.str.startswith("unchecked")
+    disturbed = int((bench["status"] == "disturbed").sum())
+    text = (f"In this run: {int(clean.sum())} of {len(seen)} GPU points clean ({int(retried.sum())} of them only on "
+            f"a retry), {disturbed} disturbed")
+    return text + (f", **{int(unchecked.sum())} not watched** (no NVML answer: read them as unchecked, not clean)."
+                   if unchecked.any() else ".")
+
+
 def _failures_and_skips(run: _Run) -> list[str]:
     bench, checks = run.bench, run.checks
     bad = bench[bench["status"] != "ok"]
@@ -759,7 +781,9 @@ def _failures_and_skips(run: _Run) -> list[str]:
         return out + ["None: every configured point ran and verified.", ""]
     rows = [[f"`{r.kernel}`", shape_label(r.m, r.n, r.k), "bench", r.status, str(r.reason)] for r in bad.itertuples()]
     if badc is not None and len(badc):
-        rows += [[f"`{r.kernel}`", shape_label(r.m, r.n, r.k), f"check ({r.mode})", r.status, str(r.reason)]
+        rows += [[f"`{r.kernel}`", shape_label(r.m, r.n, r.k),
+                  f"check ({r.mode}" + (f", {r.distribution}" if str(getattr(r, "distribution", "uniform")) not in
+                                        ("uniform", "nan") else "") + ")", r.status, str(r.reason)]
                  for r in badc.itertuples()]
     return out + [md_table(["kernel", "shape", "where", "status", "reason"], rows, align="lllll"), ""]
 

@@ -30,6 +30,9 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
     s = cfg.sweep
     timing = TimingSettings(warmup_ms=s.warmup_ms, target_ms=s.target_ms, min_reps=s.min_reps, max_reps=s.max_reps,
                             rewarm_ms=s.rewarm_ms)
+    from ..foreign import note_before_cuda
+
+    note_before_cuda()  # which processes hold the GPU before this one starts CUDA (see foreign)
     dev = gpu.device_info()
     runner = None
 
@@ -50,7 +53,9 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
             runner = GpuRunner(cfg, kernel, sp, cubin)
         runner.spec, runner.launch = sp, launcher
         r = runner.bench(shape, point_seed(seed, json.dumps(params, sort_keys=True), shape, "sweep"), timing)
-        return [dict(head, status="ok" if r["verified"] else "failed", **r)]
+        # a point timed while other work shared the GPU is no candidate: the pick reads ok rows only
+        status = "failed" if not r["verified"] else "disturbed" if r.pop("disturbed", False) else "ok"
+        return [dict(head, status=status, **r)]
 
     return work
 
