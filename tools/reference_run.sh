@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# A reference run on the GPU host, detached so that it outlives the command that started it (a host
+# that limits one command's time): `start` runs `tools/cold_run.sh RUN --cores 1` in a session of its
+# own, `wait SECONDS` waits for it that long at most and, once it has ended, packs reports/RUN and its
+# console log into $OUT (or /tmp/RUN-out). Call `wait` again while it prints "still running".
+#   PIP_NO_INDEX=1 PIP_FIND_LINKS=$PWD/.whl bash tools/reference_run.sh h100 start
+#   bash tools/reference_run.sh h100 wait 540
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+export ROOT=$PWD  # (env/_venv.sh reads it)
+run=$1 action=$2 limit=${3:-540}
+log="/tmp/reference-$run.log"
+if [ "$action" = start ]; then
+  # shellcheck source=env/_venv.sh
+  source env/_venv.sh
+  ensure_env pipeline env/pipeline.txt >/dev/null
+  set +e
+  rm -f "$log.rc"
+  PY=$PY setsid nohup bash -c "bash tools/cold_run.sh '$run' --cores 1 > '$log' 2>&1; echo \$? > '$log.rc'" \
+    > /dev/null 2>&1 < /dev/null &
+  echo "started: tools/cold_run.sh $run --cores 1 (log $log)"
+  action="wait"
+fi
+deadline=$(( $(date +%s) + limit ))
+while [ ! -f "$log.rc" ] && [ "$(date +%s)" -lt "$deadline" ]; do sleep 5; done
+if [ ! -f "$log.rc" ]; then
+  echo "still running after ${limit} s: $(grep -c 'Finished jobid' "$log") jobs done"
+  tail -2 "$log"
+  exit 3
+fi
+out=${OUT:-/tmp/$run-out}
+mkdir -p "$out"
+cp "$log" "$out/console.log"
+tar czf "$out/reports-$run.tar.gz" "reports/$run"
+tail -25 "$log"
+echo "cold_run exit $(cat "$log.rc")"
