@@ -16,7 +16,9 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 ROOT=$(pwd -P)  # (as the steps' os.getcwd() gives it: the lock log names pipelines by it)
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# SGEMM_LAB_GIT_COMMIT first: a copy of the tree may carry a .git older than its files
+commit=${SGEMM_LAB_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+commit=${commit:0:7}
 probe=${1:-lock_and_load-$commit}
 DEST=$ROOT/reports/probes/$probe
 RUN_A="probe-lock-a"
