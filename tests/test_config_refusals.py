@@ -34,6 +34,14 @@ def _refused(raw_config, patch: dict, source="config/config.yaml") -> str:
     ({"check": {"beta": float("inf")}}, "check.beta must be a finite number, not inf"),
     ({"check": {"tolerance_factor": float("nan")}}, "check.tolerance_factor must be a finite number"),
     ({"check": {"shapes": []}}, "check.shapes must list at least one shape"),
+    ({"check": {"alpha": 1e-30}}, "check.alpha (1e-30) must lie between 2^-8 and 2^8 in magnitude"),
+    ({"check": {"beta": -1e6}}, "check.beta (-1e+06) must lie between 2^-8 and 2^8"),
+    ({"check": {"alpha": 0.001, "beta": 0.002}}, "check.alpha (0.001) must lie between"),
+    ({"check": {"alpha": 0.05, "beta": 2.0}}, "check.alpha / check.beta = 0.025: the two must be within a factor of 16"),
+    ({"bench": {"warmup_ms": 1e9}}, "bench.warmup_ms"),
+    ({"watchdog_s": 1e12}, "watchdog_s"),
+    ({"bench": {"max_reps": 10**11}}, "bench.max_reps"),
+    ({"sweep": {"jobs": 100000}}, "sweep.jobs"),
     ({"check": {"tolerance_factor": 1e6}}, "check.tolerance_factor"),
     ({"check": {"fp32_factor": 1e6}}, "check.fp32_factor"),
     ({"check": {"distribution_shapes": []}}, "check.distribution_shapes is empty"),
@@ -143,3 +151,24 @@ def test_snakemake_refuses_an_overlay_naming_it(tmp_path, overlay, needle):
 def test_snakemake_takes_a_numeric_run_name(tmp_path):
     r, _path, _s = _snakemake_n(tmp_path, "run: 2024\nbench: {target_ms: 1e3}\n")
     assert r.returncode == 0, (r.stdout + r.stderr)[-2000:]
+
+
+def test_dropping_either_term_fails_at_the_limits_the_config_allows():
+    """At the extremes alpha and beta may take, a kernel that drops alpha * A @ B, or beta * C, is
+    still far outside the FP32 limit: the refusal above is what keeps the check from going vacuous."""
+    import numpy as np
+
+    from sgemm_lab import verify
+    from sgemm_lab.config import CheckSettings, Shape
+    from sgemm_lab.config_rules import TERM_RATIO
+
+    check = CheckSettings(shapes=(), alpha=1.0, beta=1.0, tolerance_factor=10)
+    for m, n, k in ((1, 1, 1), (8, 8, 2), (16, 16, 65536)):
+        for alpha, beta in ((1.0, TERM_RATIO), (TERM_RATIO, 1.0)):
+            p = verify.make_problem(Shape(m=m, n=n, k=k), alpha=alpha, beta=beta, seed=k)
+            ref, ab = verify.references(p)
+            bc = beta * p.c.astype(np.float64)
+            limit = verify.tolerance(k, check.tolerance_factor)
+            no_ab = verify.compare(bc.astype(np.float32), ref, limit, terms=(ab, bc))
+            no_c = verify.compare(ab.astype(np.float32), ref, limit, terms=(ab, bc))
+            assert not no_ab.passed and not no_c.passed, (m, n, k, alpha, beta, no_ab.rel_err, no_c.rel_err)

@@ -1,7 +1,7 @@
 """What the schema cannot say about a configuration, in plain words.
 
-Settings that would make verification vacuous or undefined (alpha = 0, non-finite alpha or beta, no
-check shape), problem sizes the kernels cannot address, repetition bounds that contradict each other,
+Settings that would make verification vacuous or undefined (alpha = 0, non-finite alpha or beta, one
+term of alpha * A @ B + beta * C scaled so far below the other that dropping it passes, no check shape), problem sizes the kernels cannot address, repetition bounds that contradict each other,
 architectures no compiler knows, and stages that refer to themselves or to a source of the wrong
 language. Each refusal is one line: the key, what is wrong, and why it matters; ``where`` prefixes the
 file that set the key (see ``configfile.Origins``).
@@ -22,7 +22,15 @@ MAX_SEED = 2**63 - 1
 _ARCH = re.compile(r"^sm_([0-9]+)(a|f)?$")
 MIN_ARCH, MAX_ARCH = 50, 199  # sm_50 (Maxwell) on; nvcc 13 itself starts at sm_75
 
+# check.alpha and check.beta: each term of alpha * A @ B + beta * C must stay visible beside the other
+# (inputs are of order 1), so that a kernel that drops either fails by far more than any limit
+TERM_MIN, TERM_MAX, TERM_RATIO = 2.0**-8, 2.0**8, 16.0
+
 Where = Callable[[tuple], str]
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x != 0 and math.isfinite(x)
 
 
 def _key(path: tuple) -> str:
@@ -92,6 +100,15 @@ def verification(cfg: Mapping, where: Where) -> None:
     if check.get("beta") == 0:
         _fail(where, ("check", "beta"), "must not be 0: the beta0 mode already checks it, and a non-zero "
                                         "beta is what makes the check read C")
+    alpha, beta = check.get("alpha"), check.get("beta")
+    for key, x in (("alpha", alpha), ("beta", beta)):
+        if _number(x) and not TERM_MIN <= abs(x) <= TERM_MAX:
+            _fail(where, ("check", key), f"({x:g}) must lie between 2^-8 and 2^8 in magnitude: with inputs of "
+                                         "order 1, a term scaled further drowns the other or vanishes in it")
+    if _number(alpha) and _number(beta) and not 1 / TERM_RATIO <= abs(alpha / beta) <= TERM_RATIO:
+        _fail(where, ("check", "alpha"), f"/ check.beta = {abs(alpha / beta):.3g}: the two must be within a factor "
+                                         f"of {TERM_RATIO:g} of each other, or a kernel that drops the smaller term "
+                                         "(alpha * A @ B, or beta * C) could pass within rounding")
     if check.get("shapes") == []:
         _fail(where, ("check", "shapes"), "must list at least one shape: with none, nothing is verified")
     dists = check.get("distributions") or []
