@@ -82,3 +82,33 @@ def test_host_launcher_rejects_wrong_arrays(lab, host_specs, tmp_path):
     a = np.ones((4, 4), np.float64)
     with pytest.raises(ValueError, match="float32"):
         launch(Shape(m=4, n=4, k=4), 1.0, a, a, 0.0, a)
+
+
+def test_a_point_that_would_not_fit_is_skipped_before_its_inputs_are_drawn(lab, monkeypatch):
+    """The check's host memory is weighed before any input is drawn: the row says bytes needed and free."""
+    from sgemm_lab import footprint, verify
+    from sgemm_lab.pipeline import points
+
+    monkeypatch.setattr(footprint, "host_available_bytes", lambda: 2**30)  # 1 GiB free
+    drawn = []
+    monkeypatch.setattr(verify, "make_problem", lambda *a, **k: drawn.append(a) or pytest.fail("inputs drawn"))
+    work = points.point_worker(_raw(lab), "numpy", None, None, "check")
+    shape = Shape(m=512, n=512, k=512)
+    need = footprint.host_check_bytes(Shape(m=8192, n=8192, k=8192))
+    assert need > footprint.USABLE * 2**30
+    rows = work(((8192, 8192, 8192), 1, "uniform"))
+    assert rows[0]["status"] == "skipped" and not drawn
+    assert "needs" in rows[0]["reason"] and "host memory, 1.0 GiB free" in rows[0]["reason"]
+    assert footprint.too_big(footprint.host_check_bytes(shape), 2**40, "host") is None
+    assert footprint.too_big(10, None, "host") is None  # unknown free memory: not refused on a guess
+
+
+def _raw(lab):
+    import yaml
+    from conftest import ROOT
+
+    from sgemm_lab import config as cfgmod
+
+    raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    raw["cpu"] = dict(raw.get("cpu", {}), max_dim=100000)  # the size limit is not what skips it here
+    return cfgmod.validate(raw)
