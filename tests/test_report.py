@@ -325,3 +325,15 @@ def test_the_method_counts_clean_retried_disturbed_and_unwatched_points():
     assert "2 of 4 GPU points clean (1 of them only on a retry), 1 disturbed" in text
     assert "**1 not watched**" in text
     assert disturbance_summary(bench.drop(columns="disturbance")) == "This run did not record it."
+
+
+def test_a_disturbed_epilogue_timing_is_marked_and_not_the_best():
+    import pandas as pd
+
+    from sgemm_lab.report import epilogue_table
+
+    rows = [dict(m=64, n=64, k=64, act="none", implementation=impl, verified=True, reason="", tflops=t, median_ms=1.0,
+                 padded=False, disturbed=d) for impl, t, d in (("07_fused_epilogue", 10.0, False), ("cublaslt", 20.0, True))]
+    table = epilogue_table(pd.DataFrame(rows))
+    assert "20.00 (disturbed: other work on the GPU)" in table
+    assert "| `07_fused_epilogue` | 10.00 | 1.000 | 100% |" in table  # the clean one is the best

@@ -103,6 +103,7 @@ def _compare(spec, act, kern, shape, padded, p, ref, tol, bufs, stream, flusher,
 
     from . import gpu
     from .cublaslt import CublasLtEpilogue
+    from .foreign import Watch, undisturbed
     from .unfused import CublasPlusBiasAct
 
     dA, dB, dC, dBias, dD = bufs
@@ -134,15 +135,21 @@ def _compare(spec, act, kern, shape, padded, p, ref, tol, bufs, stream, flusher,
             v = verify.compare(out[:, :shape.n], ref, tol)
             row.update(verified=v.passed, rel_err=v.rel_err, max_abs_err=v.max_abs_err, tolerance=tol,
                        reason=v.reason, algo=str(lt.algo_info) if impl == "cublaslt" else "")
-            if not padded:
-                t = gpu.time_launches(launch, stream, warmup_ms=timing.warmup_ms, target_ms=timing.target_ms,
-                                      min_reps=timing.min_reps, max_reps=timing.max_reps, flush=flusher,
-                                      pci_bus_id=dev.pci_bus_id, rewarm_ms=timing.rewarm_ms)
-                row.update(t.as_row(), tflops=tflops(shape.flops, t.stats.median_ms))
+            if not padded:  # timed while watched for other work on the GPU, as bench points are
+                t, seen, disturbed = undisturbed(
+                    lambda: gpu.time_launches(launch, stream, warmup_ms=timing.warmup_ms, target_ms=timing.target_ms,
+                                              min_reps=timing.min_reps, max_reps=timing.max_reps, flush=flusher,
+                                              pci_bus_id=dev.pci_bus_id, rewarm_ms=timing.rewarm_ms),
+                    Watch.on(dev.pci_bus_id))
+                row.update(t.as_row(), tflops=tflops(shape.flops, t.stats.median_ms), disturbance=seen,
+                           disturbed=disturbed)
             rows.append(row)
             log.info("[epilogue %s] %s %s %s%s: %s%s", spec.id, impl, act, shape, " padded" if padded else "",
                      "verified" if v.passed else "FAIL " + v.reason,
                      f", {row['tflops']:.2f} TFLOP/s" if "tflops" in row else "")
+            if row.get("disturbed"):
+                log.warning("[epilogue %s] %s %s %s: DISTURBED by other work on the GPU: %s", spec.id, impl, act,
+                            shape, row["disturbance"])
     finally:
         lt.close()
         if unfused is not None:

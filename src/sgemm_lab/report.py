@@ -256,9 +256,12 @@ def epilogue_table(df: pd.DataFrame) -> str:
     timed = df[~df["padded"]] if len(df) else df
     rows = []
     for (m, n, k, act), g in timed.groupby(["m", "n", "k", "act"], sort=False):
-        best = g[g.verified == True]["tflops"].max()  # noqa: E712
+        clean = ~g["disturbed"].fillna(False).astype(bool) if "disturbed" in g else True
+        best = g[(g.verified == True) & clean]["tflops"].max()  # noqa: E712
         for r in g.itertuples():
             mark = "" if r.verified else f" ✗ ({r.reason})"
+            if str(getattr(r, "disturbed", False)) == "True":
+                mark += " (disturbed: other work on the GPU)"
             rows.append([shape_label(m, n, k), act, f"`{r.implementation}`", f"{r.tflops:.2f}{mark}",
                          f"{r.median_ms:.3f}", f"{100 * r.tflops / best:.0f}%" if best == best else "–"])
     padded = df[df["padded"]] if len(df) else df

@@ -43,5 +43,10 @@ def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> StepS
         r = bad[0]
         return StepStatus(status=FAILED, message=f"NOT VERIFIED: {r['implementation']} {r['act']} at "
                                                  f"{r['m']}x{r['n']}x{r['k']}: {first_line(r.get('reason', ''), 160)}")
+    disturbed = [r for r in rows if r.get("disturbed")]
+    if disturbed:  # not the stage's failure; its table marks them and leaves them out of "of best"
+        r = disturbed[0]
+        return StepStatus(message=f"{len(disturbed)} of {len(rows)} timings disturbed by other work on the GPU "
+                                  f"(first: {r['implementation']} {r['act']} at {r['m']}x{r['n']}x{r['k']})")
     return None
 
