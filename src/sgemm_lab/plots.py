@@ -16,12 +16,15 @@ from .report import shape_label  # noqa: E402
 
 
 def _save(fig, out: Path) -> None:
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
-    fig.savefig(tmp, dpi=130, bbox_inches="tight")
+    """The figure as PNG, written like every other output (a temporary file beside it, then a rename)."""
+    import io as _bytes
+
+    from . import io
+
+    buf = _bytes.BytesIO()
+    fig.savefig(buf, format="png", dpi=130, bbox_inches="tight")
     plt.close(fig)
-    tmp.replace(out)
+    io.write_bytes(Path(out), buf.getvalue())
 
 
 # The library baselines, drawn as black reference lines (not as stages).
