@@ -85,7 +85,10 @@ def test_a_refused_comparison_keeps_the_committed_one(tmp_path):
     rc, log = _snakemake(lab, "compare", *COMPARE)
     assert rc == 0, log[-3000:]
     assert "**In one run only**: none" in (out / "compare.md").read_text()
-    assert (out / "compare.csv").read_bytes() == before[out / "compare.csv"]  # the same numbers, recomputed
+    # the same numbers, recomputed: the committed comparison is the one its committed runs give
+    assert (out / "compare.csv").read_bytes() == before[out / "compare.csv"], (
+        "reports/compare/h100-vs-h200 is not what the committed runs give: redraw it with "
+        "snakemake --cores 1 compare --config 'compare={\"runs\": [\"h100\", \"h200\"]}'")
 
 
 # ------------------------------------------------------------------------- aggregate, plot, report
