@@ -12,7 +12,8 @@ def test_default_config_is_valid_and_filled(lab):
     assert ids == sorted(ids) and {"01_naive", "02_coalesced", "03_smem_caching", "04_1d_blocktiling"} <= set(ids)
     assert lab.implementations[-3:] == ("cublas", "cublas_tf32", "numpy") and lab.cublas_tf32
     tf32 = [k.id for k in lab.kernels if k.precision != "fp32"]
-    assert tf32 and all(not k.suite for k in lab.kernels if k.precision != "fp32")  # never in the FP32 suite
+    assert tf32 and all(not k.suite for k in lab.kernels if k.precision == "tf32")  # never in the FP32 suite
+    assert any(k.suite for k in lab.kernels if k.precision == "3xtf32")  # FP32-accurate: in the suite's race
     assert lab.bench.min_reps >= 3 and lab.bench.l2_policy == "flush"
     assert lab.check.beta != 0
     # the kernel list drives everything: ids are unique and each source exists

@@ -337,3 +337,37 @@ def test_a_disturbed_epilogue_timing_is_marked_and_not_the_best():
     table = epilogue_table(pd.DataFrame(rows))
     assert "20.00 (disturbed: other work on the GPU)" in table
     assert "| `07_fused_epilogue` | 10.00 | 1.000 | 100% |" in table  # the clean one is the best
+
+
+def test_the_fp32_accurate_race_takes_3xtf32_stages_that_passed_the_fp32_class(raw_config):
+    """The strict table stays strict; the FP32-accurate one admits a 3xTF32 stage only when every check
+    it ran passed the FP32 class (judged against cuBLAS on the same inputs), and names what to use."""
+    from sgemm_lab.config import from_dict
+
+    raw_config["suite"] = {"shapes": [[4096, 4096, 4096], [512, 512, 16384]]}
+    cfg = from_dict(raw_config)
+
+    def row(kernel, m, n, k, ms):
+        return dict(kernel=kernel, m=m, n=n, k=k, status="ok", verified=True, median_ms=ms, q1_ms=ms, q3_ms=ms,
+                    tflops=2 * m * n * k / ms / 1e9)
+
+    ok = pd.DataFrame([row("cublas", 4096, 4096, 4096, 2.7), row("11_general", 4096, 4096, 4096, 2.75),
+                       row("18_wgmma_3xtf32", 4096, 4096, 4096, 1.7), row("17_wgmma_tf32", 4096, 4096, 4096, 0.4),
+                       row("cublas", 512, 512, 16384, 0.18), row("11_general", 512, 512, 16384, 0.2),
+                       row("18_wgmma_3xtf32", 512, 512, 16384, 0.9)])
+    checks = pd.DataFrame([dict(kernel=k, status="pass", fp32_limit=1e-5, m=64, n=64, k=64)
+                           for k in ("11_general", "18_wgmma_3xtf32", "17_wgmma_tf32", "cublas")])
+    strict = "\n".join(report.suite_table(cfg, ok))
+    assert "18_wgmma_3xtf32" not in strict and "17_wgmma_tf32" not in strict
+    text = "\n".join(report.fp32_accurate_table(cfg, ok, checks))
+    assert "| 4096³ | " in text and "`18_wgmma_3xtf32` (3xtf32)" in text and f"**{2.7 / 1.7:.3f}×**" in text
+    assert "17_wgmma_tf32" not in text  # TF32 is no FP32-accurate class, however fast
+    assert f"minimum **{0.18 / 0.2:.3f}×** at 512×512×16384" in text
+    assert "Which to use for FP32 accuracy on these shapes: " in text
+    assert "`18_wgmma_3xtf32` at 4096³" in text and "`cublas` at 512×512×16384" in text
+    # one failed check (any distribution) and the stage is out of the race
+    failed = pd.concat([checks, pd.DataFrame([dict(kernel="18_wgmma_3xtf32", status="fail", fp32_limit=1e-5,
+                                                   m=256, n=256, k=65536)])])
+    assert "18_wgmma_3xtf32" not in "\n".join(report.fp32_accurate_table(cfg, ok, failed))
+    # a run whose checks were not judged against cuBLAS has no such table
+    assert report.fp32_accurate_table(cfg, ok, checks.drop(columns="fp32_limit")) == []

@@ -163,6 +163,69 @@ def suite_table(cfg: LabConfig, ok: pd.DataFrame) -> list[str]:
     return out + [""]
 
 
+FP32_ACCURATE = ("fp32", "3xtf32")
+
+
+def fp32_accurate_stages(cfg: LabConfig, checks: pd.DataFrame | None) -> list[str]:
+    """The GPU stages that earned the FP32-accurate label in this run: class fp32 or 3xtf32, and every
+    check that ran passed, each judged against cuBLAS strict FP32 on the same inputs (``fp32_limit``;
+    a run without that column judged no stage so, and has none)."""
+    if checks is None or checks.empty or "fp32_limit" not in checks:
+        return []
+    out = []
+    for k in cfg.kernels:
+        if k.precision not in FP32_ACCURATE or not (k.backend == "cuda" or k.autotuned):
+            continue
+        ran = checks[(checks["kernel"] == k.id) & checks["status"].isin(["pass", "fail"])]
+        if len(ran) and (ran["status"] == "pass").all():
+            out.append(k.id)
+    return out
+
+
+def fp32_accurate_table(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | None) -> list[str]:
+    """Per suite shape, the fastest FP32-accurate implementation (strict FP32 or 3xTF32 stages that
+    passed the FP32 class, and cuBLAS itself) and the best such stage against cuBLAS strict FP32, with
+    the geometric mean and minimum; then which to use where."""
+    stages = fp32_accurate_stages(cfg, checks)
+    if not cfg.suite or not stages:
+        return []
+    rows, ratios, use = [], [], {}
+    for s in cfg.suite:
+        label = shape_label(s.m, s.n, s.k)
+        ref = _at(ok, "cublas", (s.m, s.n, s.k))
+        here = ok[(ok.m == s.m) & (ok.n == s.n) & (ok.k == s.k) & ok.kernel.isin(stages)]
+        here = here[here.verified.astype(bool)] if "verified" in here else here.iloc[0:0]
+        if ref is None or here.empty:
+            rows.append([label, "–" if ref is None else f"{ref.tflops:.2f}", "no verified FP32-accurate stage", "–",
+                         "–", "`cublas`" if ref is not None else "–"])
+            if ref is not None:
+                use.setdefault("cublas", []).append(label)
+            continue
+        best = here.loc[here.tflops.idxmax()]
+        ratio = ref.median_ms / best.median_ms
+        ratios.append((ratio, label))
+        winner = best.kernel if ratio > 1 else "cublas"
+        use.setdefault(winner, []).append(label)
+        rows.append([label, f"{ref.tflops:.2f}", f"`{best.kernel}` ({cfg.precisions.get(best.kernel, 'fp32')})",
+                     f"{best.tflops:.2f}", f"**{ratio:.3f}×**", f"`{winner}`"])
+    out = ["### FP32-accurate: the best of strict FP32 and 3xTF32", "",
+           "The same shapes, the race open to every stage that earned FP32 accuracy in this run's checks (class "
+           "`fp32` or `3xtf32`, every check passed, each within the FP32 limit relative to cuBLAS on the same "
+           f"inputs): {len(stages)} stages, the compensated ones among them "
+           f"{', '.join(f'`{k}`' for k in stages if cfg.precisions.get(k) == '3xtf32') or 'none'}. Ratio as "
+           "above; the last column is the fastest FP32-accurate implementation there, cuBLAS included.", "",
+           md_table(["shape", "cuBLAS TFLOP/s", "best FP32-accurate stage", "TFLOP/s", "ratio", "fastest"], rows,
+                    align="lrlrrl")]
+    if ratios:
+        geo = math.exp(sum(math.log(r) for r, _ in ratios) / len(ratios))
+        low, at = min(ratios)
+        out += ["", f"Geometric mean over {len(ratios)} shape{'s' if len(ratios) > 1 else ''}: **{geo:.3f}×**; "
+                    f"minimum **{low:.3f}×** at {at}."]
+    out += ["", "Which to use for FP32 accuracy on these shapes: "
+            + "; ".join(f"`{k}` at {', '.join(v)}" for k, v in sorted(use.items(), key=lambda kv: -len(kv[1]))) + "."]
+    return out + [""]
+
+
 def ladder_table(cfg: LabConfig, bench: pd.DataFrame, checks: pd.DataFrame, outcomes=()) -> str:
     bench = ladder_rows(cfg, bench)
     shapes = bench[["m", "n", "k"]].drop_duplicates().assign(f=lambda d: d.m * d.n * d.k).sort_values("f")
@@ -523,7 +586,9 @@ def _headline(run: _Run) -> list[str]:
 
 
 def _suite(run: _Run) -> list[str]:
-    return [""] + suite_table(run.cfg, run.ok) if run.cfg.suite else []
+    if not run.cfg.suite:
+        return []
+    return [""] + suite_table(run.cfg, run.ok) + fp32_accurate_table(run.cfg, run.ok, run.checks)
 
 
 def _ladder(run: _Run) -> list[str]:
