@@ -93,6 +93,22 @@ class _Tolerance:
         return verify.tolerance_for(self.precision, shape.k, self.cfg.check)
 
 
+def device_run(launch, stream, bufs, problem: verify.Problem):
+    """``run(alpha, beta, poison) -> C`` of a check mode on the device: A, B, C uploaded (or C filled with
+    NaN), ``launch`` on ``bufs``, the result downloaded."""
+
+    def run(alpha, beta, poison):
+        if poison:
+            bufs.poison_c()
+        else:
+            bufs.upload(problem.a, problem.b, problem.c)
+        launch(problem.shape, alpha, bufs.a, bufs.b, beta, bufs.c, stream)
+        stream.synchronize()
+        return bufs.download_c()
+
+    return run
+
+
 class CublasBaseline:
     """cuBLAS strict FP32 on a check problem's inputs: the error the FP32 class is measured against.
     ``for_problem`` returns the same ``run(alpha, beta, poison)`` as a runner's, on the device buffers
@@ -106,16 +122,7 @@ class CublasBaseline:
         self.launch = gpu.library_launcher("cublas", self.stream)
 
     def for_problem(self, problem: verify.Problem, bufs):
-        def run(alpha, beta, poison):
-            if poison:
-                bufs.poison_c()
-            else:
-                bufs.upload(problem.a, problem.b, problem.c)
-            self.launch(problem.shape, alpha, bufs.a, bufs.b, beta, bufs.c, self.stream)
-            self.stream.synchronize()
-            return bufs.download_c()
-
-        return run
+        return device_run(self.launch, self.stream, bufs, problem)
 
     def close(self) -> None:
         self.launch.close()
@@ -158,16 +165,7 @@ class GpuRunner(_Tolerance):
         return dict(device_columns(), device_name=self.dev.name)
 
     def _run_fn(self, bufs, problem):
-        def run(alpha, beta, poison):
-            if poison:
-                bufs.poison_c()
-            else:
-                bufs.upload(problem.a, problem.b, problem.c)
-            self.launch(problem.shape, alpha, bufs.a, bufs.b, beta, bufs.c, self.stream)
-            self.stream.synchronize()
-            return bufs.download_c()
-
-        return run
+        return device_run(self.launch, self.stream, bufs, problem)
 
     def check(self, shape: Shape, seed: int, dist: Distribution = UNIFORM) -> list[dict]:
         from . import gpu
@@ -253,7 +251,6 @@ class HostRunner(_Tolerance):
         self.cfg, self.impl, self.spec = cfg, impl, spec
         self.launch = numpy_gemm if spec is None else HostLauncher(spec, library)
         self._baseline: CublasBaseline | None = None
-        self._bufs: list = []
 
     def skip_reason(self, shape: Shape, kind: str = "bench") -> str | None:
         from . import footprint as fp
@@ -274,28 +271,23 @@ class HostRunner(_Tolerance):
 
         return run
 
-    def _baseline_for(self, problem: verify.Problem):
-        """cuBLAS on the same inputs where this process holds a GPU (its step took the GPU lock and
-        pinned it), else None: the FP32 class then has its absolute bound alone (fp32_basis)."""
+    def _checked(self, p: verify.Problem) -> list[dict]:
+        """The check modes, against cuBLAS on the same inputs where this process holds a GPU (its step took
+        the GPU lock and pinned it); else the FP32 class has its absolute bound alone (fp32_basis)."""
         from .gpulock import pinned
 
-        if pinned() is None:
-            return None
-        from . import gpu
-
-        if self._baseline is None:
-            self._baseline = CublasBaseline()
-        bufs = gpu.Buffers(problem.shape)
-        self._bufs.append(bufs)
-        return self._baseline.for_problem(problem, bufs)
-
-    def _checked(self, p: verify.Problem) -> list[dict]:
+        bufs = baseline = None
         try:
-            return _check_rows(p, verify.references(p), self._run_fn(p), self.precision, self.cfg.check,
-                               self._baseline_for(p))
+            if pinned() is not None:
+                from . import gpu
+
+                self._baseline = self._baseline or CublasBaseline()
+                bufs = gpu.Buffers(p.shape)
+                baseline = self._baseline.for_problem(p, bufs)
+            return _check_rows(p, verify.references(p), self._run_fn(p), self.precision, self.cfg.check, baseline)
         finally:
-            while self._bufs:
-                self._bufs.pop().free()
+            if bufs is not None:
+                bufs.free()
 
     def check(self, shape: Shape, seed: int, dist: Distribution = UNIFORM) -> list[dict]:
         p = verify.make_problem(shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed, dist=dist)
