@@ -133,16 +133,13 @@ def suite_table(cfg: LabConfig, ok: pd.DataFrame) -> list[str]:
     stages = [k.id for k in cfg.kernels if (k.backend == "cuda" or k.autotuned) and k.precision == "fp32"]
     rows, ratios, missing = [], [], []
     for s in cfg.suite:
-        ref = _at(ok, "cublas", (s.m, s.n, s.k))
-        here = ok[(ok.m == s.m) & (ok.n == s.n) & (ok.k == s.k) & ok.kernel.isin(stages)]
-        here = here[here.verified.astype(bool)] if "verified" in here else here.iloc[0:0]
         label = shape_label(s.m, s.n, s.k)
-        if ref is None or here.empty:
+        ref, best = _suite_point(ok, stages, s)
+        if best is None:
             missing.append(label)
             rows.append([label, f"{ref.tflops:.2f}" if ref is not None else "–",
                          "no verified stage" if ref is not None else "–", "–", "–", "–"])
             continue
-        best = here.loc[here.tflops.idxmax()]
         ratio = ref.median_ms / best.median_ms
         low, high = ref.q1_ms / best.q3_ms, ref.q3_ms / best.q1_ms
         ratios.append((ratio, label))
@@ -155,12 +152,26 @@ def suite_table(cfg: LabConfig, ok: pd.DataFrame) -> list[str]:
            md_table(["shape", "cuBLAS TFLOP/s", "best stage", "TFLOP/s", "ratio", "ratio range (quartiles)"], rows,
                     align="lrlrrr")]
     if ratios:
-        geo = math.exp(sum(math.log(r) for r, _ in ratios) / len(ratios))
-        low, at = min(ratios)
-        out += ["", f"Geometric mean over {len(ratios)} shape{'s' if len(ratios) > 1 else ''}: **{geo:.3f}×**; "
-                    f"minimum **{low:.3f}×** at {at}."
+        out += ["", _over_suite(ratios)
                 + (f" No verified stage or no cuBLAS timing at: {', '.join(missing)} (not in the mean)." if missing else "")]
     return out + [""]
+
+
+def _suite_point(ok: pd.DataFrame, stages: list[str], s) -> tuple[pd.Series | None, pd.Series | None]:
+    """cuBLAS's row at suite shape ``s`` and the fastest verified row of ``stages`` there (None where
+    either is missing: the shape is left out of the ratios)."""
+    ref = _at(ok, "cublas", (s.m, s.n, s.k))
+    here = ok[(ok.m == s.m) & (ok.n == s.n) & (ok.k == s.k) & ok.kernel.isin(stages)]
+    here = here[here.verified.astype(bool)] if "verified" in here else here.iloc[0:0]
+    return ref, (here.loc[here.tflops.idxmax()] if ref is not None and len(here) else None)
+
+
+def _over_suite(ratios: list[tuple[float, str]]) -> str:
+    """The geometric mean and the minimum of (ratio, shape label) pairs, as the suite tables state them."""
+    geo = math.exp(sum(math.log(r) for r, _ in ratios) / len(ratios))
+    low, at = min(ratios)
+    return (f"Geometric mean over {len(ratios)} shape{'s' if len(ratios) > 1 else ''}: **{geo:.3f}×**; "
+            f"minimum **{low:.3f}×** at {at}.")
 
 
 FP32_ACCURATE = ("fp32", "3xtf32")
@@ -192,16 +203,13 @@ def fp32_accurate_table(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame |
     rows, ratios, use = [], [], {}
     for s in cfg.suite:
         label = shape_label(s.m, s.n, s.k)
-        ref = _at(ok, "cublas", (s.m, s.n, s.k))
-        here = ok[(ok.m == s.m) & (ok.n == s.n) & (ok.k == s.k) & ok.kernel.isin(stages)]
-        here = here[here.verified.astype(bool)] if "verified" in here else here.iloc[0:0]
-        if ref is None or here.empty:
+        ref, best = _suite_point(ok, stages, s)
+        if best is None:
             rows.append([label, "–" if ref is None else f"{ref.tflops:.2f}", "no verified FP32-accurate stage", "–",
                          "–", "`cublas`" if ref is not None else "–"])
             if ref is not None:
                 use.setdefault("cublas", []).append(label)
             continue
-        best = here.loc[here.tflops.idxmax()]
         ratio = ref.median_ms / best.median_ms
         ratios.append((ratio, label))
         winner = best.kernel if ratio > 1 else "cublas"
@@ -217,10 +225,7 @@ def fp32_accurate_table(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame |
            md_table(["shape", "cuBLAS TFLOP/s", "best FP32-accurate stage", "TFLOP/s", "ratio", "fastest"], rows,
                     align="lrlrrl")]
     if ratios:
-        geo = math.exp(sum(math.log(r) for r, _ in ratios) / len(ratios))
-        low, at = min(ratios)
-        out += ["", f"Geometric mean over {len(ratios)} shape{'s' if len(ratios) > 1 else ''}: **{geo:.3f}×**; "
-                    f"minimum **{low:.3f}×** at {at}."]
+        out += ["", _over_suite(ratios)]
     out += ["", "Which to use for FP32 accuracy on these shapes: "
             + "; ".join(f"`{k}` at {', '.join(v)}" for k, v in sorted(use.items(), key=lambda kv: -len(kv[1]))) + "."]
     return out + [""]
