@@ -7,24 +7,11 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, kernel_entry
+from conftest import ROOT, kernel_entry, refused
 
 from sgemm_lab import config as cfgmod
 from sgemm_lab.configfile import Origins, read
 from sgemm_lab.errors import ConfigError
-
-
-def _refused(raw_config, patch: dict, source="config/config.yaml") -> str:
-    for key, val in patch.items():
-        if isinstance(val, dict):
-            raw_config.setdefault(key, {}).update(val)
-        else:
-            raw_config[key] = val
-    with pytest.raises(ConfigError) as err:
-        cfgmod.from_dict(raw_config, source=source)
-    msg = str(err.value)
-    assert "\n" not in msg and msg.startswith(source + ": ")
-    return msg
 
 
 @pytest.mark.parametrize("patch, needle", [
@@ -59,16 +46,16 @@ def _refused(raw_config, patch: dict, source="config/config.yaml") -> str:
     ({"seed": 2**64}, "seed"),
 ])
 def test_vacuous_or_impossible_settings_are_refused_in_plain_words(raw_config, patch, needle):
-    assert needle in _refused(raw_config, patch)
+    assert needle in refused(raw_config, patch)
 
 
 def test_stage_level_refusals(raw_config):
     raw_config["kernels"] = [kernel_entry(), dict(id="98_tuned", title="t", tune_from=["98_tuned"])]
-    assert "tune_from of 98_tuned names 98_tuned itself" in _refused(raw_config, {})
+    assert "tune_from of 98_tuned names 98_tuned itself" in refused(raw_config, {})
     raw_config["kernels"] = [kernel_entry(source="00_hostmult.c")]
-    assert "kernels[0].source of CUDA stage 99_test is '00_hostmult.c'" in _refused(raw_config, {})
+    assert "kernels[0].source of CUDA stage 99_test is '00_hostmult.c'" in refused(raw_config, {})
     raw_config["kernels"] = [kernel_entry(arch="sm_9")]
-    assert "kernels[0].arch 'sm_9'" in _refused(raw_config, {})
+    assert "kernels[0].arch 'sm_9'" in refused(raw_config, {})
 
 
 def test_the_default_configs_stay_valid_and_check_at_long_k(raw_config):

@@ -11,24 +11,13 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from conftest import ROOT
+from conftest import ROOT, copy_workflow
 
 from sgemm_lab import io, outcome
 from sgemm_lab.config import from_dict, validate
 
 FIX = ROOT / "tests" / "fixtures" / "h100"
 COMPARE = ["--config", 'compare={"runs": ["h100", "h200"]}']
-
-
-def _copy_workflow(dst: Path) -> Path:
-    dst.mkdir()
-    for item in ("Snakefile", "workflow", "config", "kernels", "src", "env", ".test"):
-        src = ROOT / item
-        if src.is_dir():
-            shutil.copytree(src, dst / item, ignore=shutil.ignore_patterns("__pycache__", ".venv*"))
-        else:
-            shutil.copy2(src, dst / item)
-    return dst
 
 
 def _snakemake(cwd: Path, *args) -> tuple[int, str]:
@@ -56,7 +45,7 @@ def _cut(path: Path, fraction: float = 0.5) -> None:
 
 # ----------------------------------------------------------------------------------------- compare
 def test_a_refused_comparison_keeps_the_committed_one(tmp_path):
-    lab = _copy_workflow(tmp_path / "lab")
+    lab = copy_workflow(tmp_path / "lab")
     for run in ("h100", "h200"):
         (lab / "reports" / run).mkdir(parents=True)
         for name in ("bench.csv", "environment.json"):
@@ -178,7 +167,7 @@ def _stage_results(lab_dir: Path) -> None:
 def test_refused_aggregate_plot_and_report_keep_the_previous_report(tmp_path):
     """The real rules on CPU, from stand-in results of the GPU steps: a damaged input of each of report,
     plot and aggregate in turn; every report file stays as it was, and each refusal is one line."""
-    lab_dir = _copy_workflow(tmp_path / "lab")
+    lab_dir = copy_workflow(tmp_path / "lab")
     _stage_results(lab_dir)
     cfg = ["--configfile", ".test/config/config.yaml"]
     rc, log = _snakemake(lab_dir, *cfg)

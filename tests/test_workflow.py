@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, copy_workflow
 
 WORKFLOW_FILES = [ROOT / "Snakefile", *sorted((ROOT / "workflow").rglob("*.smk")),
                   *sorted((ROOT / "workflow" / "scripts").glob("*.py")), *sorted((ROOT / "src" / "sgemm_lab").glob("*.py"))]
@@ -28,15 +28,7 @@ def _snakemake(args, cwd):
 @pytest.fixture
 def checkout(tmp_path) -> Path:
     """A copy of the workflow in a temporary directory, so runs never touch the real results/."""
-    dst = tmp_path / "lab"
-    dst.mkdir()
-    for item in ("Snakefile", "workflow", "config", "kernels", "src", ".test", "env"):
-        src = ROOT / item
-        if src.is_dir():
-            shutil.copytree(src, dst / item, ignore=shutil.ignore_patterns("__pycache__", ".venv*"))
-        else:
-            shutil.copy(src, dst / item)
-    return dst
+    return copy_workflow(tmp_path / "lab")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pycuda") is not None, reason="PyCUDA present: a GPU may be too")
