@@ -27,6 +27,12 @@
 // then read lines k = t (or t + 4) and 16-byte chunks 4 (g / 4) + s % 4: after the swizzle (chunk ^ k)
 // eight different chunks, and g % 4 picks the word: 32 different banks.
 //
+// Split-K (SPLIT_SLOTS > 0): when the output tiles cannot fill the GPU, the launch plan gives the grid a
+// third dimension of S K-slices; block z runs K-tiles [z * ceil(T / S), ...) of the T K-tiles and stores
+// its partial tile to a workspace, and the last block of a tile to count itself in sums the S partials
+// in slice order, in double, and applies the epilogue once: the result does not depend on which block
+// finished last, and the split adds one rounding per element (the sum's), not S - 1.
+//
 // Pipeline: STAGES ring slots, two mbarriers each. full[s]: the producer's thread arms it with the slot's
 // byte count and issues the TMA copies, which complete it. empty[s]: one arrival per consumer warp once
 // its wgmma that read the slot are done. Consumers wait on full, producer on empty, each tracking the
@@ -62,6 +68,12 @@
 #ifndef CONSUMER_REGS
 #define CONSUMER_REGS 232
 #endif
+#ifndef SPLIT_SLOTS
+#define SPLIT_SLOTS 0  // blocks the split-K workspace holds (launch plan: tiles * slices <= this); 0: no split
+#endif
+#ifndef RN_STEPS
+#define RN_STEPS 4     // TF32X3: k-steps of 8 whose three products sum from zero before one rounded FFMA into d
+#endif
 
 constexpr int CONSUMERS = BN / 64;
 constexpr int NTHREADS = 128 * (CONSUMERS + 1);
@@ -71,6 +83,8 @@ static_assert(THREADS == NTHREADS, "THREADS (the launch's block size) must be 12
 static_assert(CLUSTER_N == 1 || CLUSTER_N == 2 || CLUSTER_N == 4, "CLUSTER_N: 1, 2 or 4");
 static_assert((BM / CLUSTER_N) % 8 == 0, "each block's share of the A tile is whole 8-line swizzle groups");
 static_assert(GROUP_M >= 1, "GROUP_M >= 1");
+static_assert(SPLIT_SLOTS >= 0, "SPLIT_SLOTS >= 0 (0: no split-K)");
+static_assert(RN_STEPS == 1 || RN_STEPS == 2 || RN_STEPS == 4, "RN_STEPS divides the BK / 8 = 4 k-steps of a tile");
 static_assert(BK == 32, "one K-tile line is one 128-byte swizzle line: BK = 32 floats");
 static_assert(BN % 64 == 0 && BN >= 64, "each consumer warpgroup owns 64 columns");
 static_assert(BM == 64 || BM == 128 || BM == 256, "BM is wgmma's N: 64, 128 or 256 here");
@@ -82,6 +96,13 @@ static_assert(A_BYTES % 1024 == 0 && B_OFFSET % 1024 == 0 && SLOT_BYTES % 1024 =
 constexpr int EP_LD = 64 + 4;  // row pitch (floats) of the epilogue's staging of a 64-column slice
 static_assert(CONSUMERS * BM * EP_LD * 4 <= STAGES * SLOT_BYTES, "the epilogue stages in the ring");
 constexpr int ACC = BM / 2;  // accumulators per consumer thread: 64 x BM over 128 threads
+
+#if SPLIT_SLOTS > 0
+// Split-K scratch: one partial tile per block of a split launch, as float4 in the thread-private order
+// (consumer c, float4 q of its accumulators, thread), so that both the store and the sum are coalesced.
+__device__ float4 splitPartials[(size_t)SPLIT_SLOTS * BM * BN / 4];
+__device__ unsigned int splitArrivals[SPLIT_SLOTS];
+#endif
 
 // The tensor maps of A (box BK x BM) and B (box 32 x BK), written by the launcher before each launch.
 struct __align__(64) TensorMap { unsigned long long opaque[16]; };
@@ -156,10 +177,7 @@ __device__ __forceinline__ unsigned to_tf32(float x) {
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
     return r;
 }
-// x - tf32_truncated(x), rounded to TF32: the part of x that wgmma drops when it reads x as TF32.
-__device__ __forceinline__ float small_part(float x) {
-    return __uint_as_float(to_tf32(x - __uint_as_float(__float_as_uint(x) & 0xFFFFE000u)));
-}
+__device__ __forceinline__ float tf32_rounded(float x) { return __uint_as_float(to_tf32(x)); }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
@@ -252,9 +270,10 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
     const unsigned raw = smem_u32(smem_raw);
     const unsigned base = (raw + 1023u) & ~1023u;
     unsigned char* slots = smem_raw + (base - raw);
-    const unsigned bars = base + STAGES * SLOT_BYTES;  // full[0..STAGES), then empty[0..STAGES)
+    const unsigned bars = base + STAGES * SLOT_BYTES;  // full[0..STAGES), empty[0..STAGES), ready[0..STAGES)
     auto full = [&](int s) { return bars + 8u * s; };
     auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
+    auto ready = [&](int s) { return bars + 8u * (2 * STAGES + s); };  // TF32X3: A's tile split
 
     const int tid = threadIdx.x, wg = tid / 128;
     // Tile of this block. The grid's x is a whole number of clusters (the launcher rounds it up), and the
@@ -268,12 +287,21 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
     const int groupRows = min(tilesM - firstRow, GROUP_M);
     const int row0 = (firstRow + (pair % perGroup) % groupRows) * BM;
     const int col0 = (((pair % perGroup) / groupRows) * CLUSTER_N + rank) * BN;
-    const int numTiles = (K + BK - 1) / BK;  // the last tile's columns past K arrive as zeros
+    // K-tiles of this block: all of them, or slice z of S (the last tile's columns past K arrive as zeros).
+    const int numTiles = (K + BK - 1) / BK, S = gridDim.z, z = blockIdx.z;
+    const int perSlice = (numTiles + S - 1) / S, kBegin = z * perSlice;
+    const int myTiles = max(0, min(numTiles, kBegin + perSlice) - kBegin);
+#if SPLIT_SLOTS > 0
+    if (S > 1 && gridDim.x * gridDim.y * S > SPLIT_SLOTS)
+        __trap();  // the launch plan keeps tiles * slices within the workspace: never write past it
+#endif
 
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full(s), 1);              // the producer's arming arrival (+ the copies' bytes)
             mbar_init(empty(s), 4 * CONSUMERS * CLUSTER_N); // one arrival per consumer warp of the cluster
+            if (TF32X3)
+                mbar_init(ready(s), 3);         // one arrival per splitting warp of the producer warpgroup
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -286,10 +314,10 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
             // proxy see those bytes, not a stale cached descriptor from an earlier launch.
             asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(&tmap_a) : "memory");
             asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(&tmap_b) : "memory");
-            for (int kt = 0; kt < numTiles; ++kt) {
-                const int s = kt % STAGES;
-                if (kt >= STAGES)
-                    mbar_wait(empty(s), ((kt / STAGES) - 1) & 1);  // the consumers are done with round - 1
+            for (int it = 0; it < myTiles; ++it) {
+                const int s = it % STAGES, kt = kBegin + it;
+                if (it >= STAGES)
+                    mbar_wait(empty(s), ((it / STAGES) - 1) & 1);  // the consumers are done with round - 1
                 mbar_expect_tx(full(s), TMA_BYTES);
                 const unsigned slot = base + s * SLOT_BYTES;
                 // This block's share of the A tile (rows rank * BM / CLUSTER_N ...) goes to every block
@@ -305,6 +333,33 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                     tma_load_2d(slot + B_OFFSET + bx * (BK * 32 * 4), &tmap_b, col0 + 32 * bx, kt * BK, full(s));
             }
         }
+#if TF32X3
+        // Warps 1-3 split each A tile in place once it has landed: big = tf32(x) rounded to nearest over the
+        // tile itself (wgmma's truncating read of it is then exact), small = tf32(x - big) beside it (same
+        // swizzled layout: the operation is elementwise). Rounding both halves leaves |x - big - small| at
+        // most one FP32 ulp, half of what truncating the big part would. A fence makes the writes visible
+        // to wgmma's asynchronous proxy before each warp's arrival on ready[s], which the consumers wait on.
+        else if (tid >= 32) {
+            for (int it = 0; it < myTiles; ++it) {
+                const int s = it % STAGES;
+                mbar_wait(full(s), (it / STAGES) & 1);
+                float4* big = reinterpret_cast<float4*>(slots + s * SLOT_BYTES);
+                float4* small = reinterpret_cast<float4*>(slots + s * SLOT_BYTES + A_BYTES);
+#pragma unroll 1  // few registers here: the producer warpgroup runs on 40 (setmaxnreg)
+                for (int i = tid - 32; i < A_BYTES / 16; i += 96) {
+                    const float4 x = big[i];
+                    const float4 hi = make_float4(tf32_rounded(x.x), tf32_rounded(x.y), tf32_rounded(x.z), tf32_rounded(x.w));
+                    big[i] = hi;
+                    small[i] = make_float4(tf32_rounded(x.x - hi.x), tf32_rounded(x.y - hi.y), tf32_rounded(x.z - hi.z),
+                                           tf32_rounded(x.w - hi.w));
+                }
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                __syncwarp();
+                if (tid % 32 == 0)
+                    mbar_arrive(ready(s));
+            }
+        }
+#endif
     } else {  // consumer warpgroups
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CONSUMER_REGS));
         const int c = wg - 1;                         // this consumer's 64-column slice of the tile
@@ -331,57 +386,86 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         // makes ptxas serialise the wgmma (warning C7513; measured in kernels/NOTES.md).
         //
         // TF32X3 = 1 (stage 18): B^T's fragments split into big = tf32(x) and small = tf32(x - big) in
-        // registers. wgmma reads the A tile's FP32 bits as TF32 by dropping the low 13 (truncation), so
-        // big(A) is the tile itself, and the consumers write small(A) = tf32(A - big(A)) beside it (same
-        // swizzled layout: the operation is elementwise), made visible to wgmma's async proxy by a fence,
-        // then meet at a barrier. The three products of a tile (small x big, big x small, big x big) sum
-        // from zero in `part`, which FADDs into the running sum d: the tensor core's accumulator truncates,
-        // FADD rounds to nearest (stage 16's lesson), so d never takes a truncated addition.
+        // registers; the A tile arrives split by the producer's warps 1-3 (big over the tile, small beside
+        // it), signalled on ready[s], so the two consumer warpgroups never wait for each other inside the
+        // loop. The three products of RN_STEPS k-steps (small x big, big x small, big x
+        // big) sum from zero in `part`, which one FFMA per element adds into the running sum d: the tensor
+        // core's accumulator truncates at every wgmma, the FFMA rounds to nearest (stage 16's lesson), so d
+        // never takes a truncated addition, and fewer k-steps per part leave fewer truncations in it.
+        //
+        // Wide-range inputs: a TF32 small part is about 2^-11 of its value, so for |x| below about 2^-115 it
+        // is subnormal and keeps only a few bits. Per K-tile, each fragment row of B^T (a column of C) whose
+        // largest value lies below 2^-100 is scaled up by a power of two before the split (exact), and its
+        // part is scaled back down by the same power inside the FFMA (exact but for C's own underflow).
+        // Rows at or above 2^-100 are left alone, so nothing can overflow that would not overflow anyway.
 #if TF32X3
         float part[ACC];
 #endif
-        for (int kt = 0; kt < numTiles; ++kt) {
-            const int s = kt % STAGES;
-            mbar_wait(full(s), (kt / STAGES) & 1);
+        for (int it = 0; it < myTiles; ++it) {
+            const int s = it % STAGES;
+            mbar_wait(TF32X3 ? ready(s) : full(s), (it / STAGES) & 1);
             unsigned char* slot = slots + s * SLOT_BYTES;
             const float* bt = reinterpret_cast<const float*>(slot + B_OFFSET);
             const unsigned aTile = base + s * SLOT_BYTES;
             unsigned a[BK / 8][4];
 #if TF32X3
-            {
-                const float4* big = reinterpret_cast<const float4*>(slot);
-                float4* small = reinterpret_cast<float4*>(slot + A_BYTES);
-                for (int i = ti + 128 * c; i < A_BYTES / 16; i += 128 * CONSUMERS) {
-                    const float4 x = big[i];
-                    small[i] = make_float4(small_part(x.x), small_part(x.y), small_part(x.z), small_part(x.w));
-                }
-                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                asm volatile("bar.sync 1, %0;\n" ::"n"(128 * CONSUMERS) : "memory");
-            }
             unsigned aSmall[BK / 8][4];
+            float x[BK / 8][4];
+            // Largest magnitude in fragment row h (elements i = h, h + 2) over this lane's 8 values of it, then
+            // over the 4 lanes (t = 0..3) that hold the rest of the row's 32; its exponent sets the row's scale.
+            float mx[2] = {0.0f, 0.0f};
 #pragma unroll
             for (int kk = 0; kk < BK / 8; ++kk)
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
-                    const float x = bt[frag[i] + kk * 8 * 32];
-                    a[kk][i] = to_tf32(x);
-                    aSmall[kk][i] = to_tf32(x - __uint_as_float(a[kk][i]));
+                    x[kk][i] = bt[frag[i] + kk * 8 * 32];
+                    mx[i & 1] = fmaxf(mx[i & 1], fabsf(x[kk][i]));
                 }
-            wgmma_fence();
+            int shift[2];
+            float down[2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xFFFFFFFFu, mx[h], 1));
+                mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xFFFFFFFFu, mx[h], 2));
+                shift[h] = max(0, (127 - 100) - (__float_as_int(mx[h]) >> 23));  // 0 unless the max < 2^-100
+                down[h] = __int_as_float((127 - shift[h]) << 23);
+            }
+            if (__any_sync(0xFFFFFFFFu, (shift[0] | shift[1]) != 0)) {  // rare: skipped warp-wide otherwise
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const float up = __int_as_float((127 + shift[h]) << 23);
+#pragma unroll
+                    for (int kk = 0; kk < BK / 8; ++kk) {
+                        x[kk][h] *= up;
+                        x[kk][h + 2] *= up;
+                    }
+                }
+            }
 #pragma unroll
             for (int kk = 0; kk < BK / 8; ++kk)
-                wgmma_tf32(part, aSmall[kk], wgmma_desc(aTile + kk * 32), kk > 0);  // kk = 0: part = product
 #pragma unroll
-            for (int kk = 0; kk < BK / 8; ++kk)
-                wgmma_tf32(part, a[kk], wgmma_desc(aTile + A_BYTES + kk * 32), 1);
+                for (int i = 0; i < 4; ++i) {
+                    a[kk][i] = to_tf32(x[kk][i]);
+                    aSmall[kk][i] = to_tf32(x[kk][i] - __uint_as_float(a[kk][i]));
+                }
 #pragma unroll
-            for (int kk = 0; kk < BK / 8; ++kk)
-                wgmma_tf32(part, a[kk], wgmma_desc(aTile + kk * 32), 1);
-            wgmma_commit();
-            wgmma_wait<0>();
+            for (int k0 = 0; k0 < BK / 8; k0 += RN_STEPS) {
+                wgmma_fence();
 #pragma unroll
-            for (int i = 0; i < ACC; ++i)
-                d[i] += part[i];
+                for (int kk = k0; kk < k0 + RN_STEPS; ++kk)  // the first from zero: part = product
+                    wgmma_tf32(part, aSmall[kk], wgmma_desc(aTile + kk * 32), kk > k0);
+#pragma unroll
+                for (int kk = k0; kk < k0 + RN_STEPS; ++kk)
+                    wgmma_tf32(part, a[kk], wgmma_desc(aTile + A_BYTES + kk * 32), 1);
+#pragma unroll
+                for (int kk = k0; kk < k0 + RN_STEPS; ++kk)
+                    wgmma_tf32(part, a[kk], wgmma_desc(aTile + kk * 32), 1);
+                wgmma_commit();
+                wgmma_wait<0>();
+#pragma unroll
+                for (int i = 0; i < ACC; ++i)  // d[4j + 2h + e] is on fragment row h
+                    d[i] = fmaf(part[i], down[(i >> 1) & 1], d[i]);
+            }
 #else
 #pragma unroll
             for (int kk = 0; kk < BK / 8; ++kk)
@@ -401,6 +485,49 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
             else if (lane < CLUSTER_N)
                 mbar_arrive_cluster(cluster_addr(empty(s), lane));
         }
+
+#if SPLIT_SLOTS > 0
+        // Split-K: store this slice's partial tile; the last block of the tile to count itself in sums the
+        // S partials in slice order (its own read back like the others), in double, and writes C. Tiles past
+        // N (a cluster's spare block) take no part. The fences order each thread's stores before the count,
+        // and the count before the last block's loads (from L2: __ldcg).
+        if (S > 1) {
+            __shared__ unsigned lastFlag;
+            const int tile = blockIdx.y * gridDim.x + blockIdx.x;
+            if (col0 >= N)
+                goto done;
+            float4* parts = splitPartials + (size_t)tile * S * CONSUMERS * (ACC / 4) * 128 + c * (ACC / 4) * 128 + ti;
+            const size_t slice = (size_t)CONSUMERS * (ACC / 4) * 128;  // float4s of one partial tile
+#pragma unroll
+            for (int q = 0; q < ACC / 4; ++q)
+                __stcg(parts + z * slice + q * 128, make_float4(d[4 * q], d[4 * q + 1], d[4 * q + 2], d[4 * q + 3]));
+            __threadfence();
+            asm volatile("bar.sync 1, %0;\n" ::"n"(128 * CONSUMERS) : "memory");
+            if (tid == 128) {
+                const bool last = atomicAdd(&splitArrivals[tile], 1u) == (unsigned)(S - 1);
+                if (last)
+                    splitArrivals[tile] = 0;  // every slice has counted: ready for the next launch
+                lastFlag = last;
+            }
+            asm volatile("bar.sync 1, %0;\n" ::"n"(128 * CONSUMERS) : "memory");
+            if (!lastFlag)
+                goto done;
+            __threadfence();
+#pragma unroll
+            for (int q = 0; q < ACC / 4; q += 2) {  // 8 accumulators at a time, 4 slices' loads in flight
+                double sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll 4
+                for (int zz = 0; zz < S; ++zz) {
+                    const float4 u = __ldcg(parts + zz * slice + q * 128), v = __ldcg(parts + zz * slice + (q + 1) * 128);
+                    sum[0] += u.x; sum[1] += u.y; sum[2] += u.z; sum[3] += u.w;
+                    sum[4] += v.x; sum[5] += v.y; sum[6] += v.z; sum[7] += v.w;
+                }
+#pragma unroll
+                for (int e = 0; e < 8; ++e)
+                    d[4 * q + e] = (float)sum[e];
+            }
+        }
+#endif
 
         // Epilogue, through shared memory so that C is read and written in whole 16-byte pieces along rows.
         // d[4j + 2h + e] is (C^T)[r][m'] with r = 16w + g + 8h, m' = 8j + 2t + e: C row row0 + m', column
@@ -435,6 +562,9 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
             }
         }
     }
+#if SPLIT_SLOTS > 0
+done:  // a split block that is not its tile's last, or a tile past N: no epilogue
+#endif
     __syncwarp();
     cluster_sync();  // no block leaves while another may still copy into it or arrive on its barriers
 }

@@ -93,6 +93,17 @@ def test_split_k_fills_idle_slots_without_empty_slices(m, n, k, want):
         assert k_tiles // grid[2] >= geometry.SPLIT_MIN_KTILES
 
 
+def test_split_k_counts_the_spare_blocks_of_a_cluster():
+    # 128 x 96 is one tile, but clusters of 2 along N launch two blocks: 132 // 2 = 66 slices wanted,
+    # 1536 K-steps in slices of 24: 64
+    s = _split_spec(BK=32, CLUSTER_N=2, SPLIT_SLOTS=132, SPLIT_MAX=128)
+    shape = Shape(m=128, n=96, k=49152)
+    grid = geometry.plan(s, shape).grid
+    assert grid[:2] == (2, 1)
+    assert grid[0] * grid[1] * grid[2] <= 132
+    assert grid[2] == 64
+
+
 def test_no_split_without_workspace_or_for_other_kernels():
     assert geometry.splits(_split_spec(SPLIT_SLOTS=0), Shape(m=512, n=512, k=16384)) == 1
     assert geometry.plan(spec(), Shape(m=64, n=64, k=65536)).grid[2] == 1

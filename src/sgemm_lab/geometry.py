@@ -261,7 +261,8 @@ def splits(spec: KernelSpec, shape: Shape) -> int:
     slots = p.get("SPLIT_SLOTS", 0)
     if spec.geometry != "block_tile" or slots <= 0:
         return 1
-    tiles = _cdiv(shape.m, p["BM"]) * _cdiv(shape.n, p["BN"])
+    cluster = p.get("CLUSTER_N", 1)  # a cluster's spare blocks past N hold resident slots too
+    tiles = _cdiv(shape.m, p["BM"]) * _cdiv(_cdiv(shape.n, p["BN"]), cluster) * cluster
     k_tiles = _cdiv(shape.k, p["BK"])
     s = min(slots // tiles, k_tiles // SPLIT_MIN_KTILES, p.get("SPLIT_MAX", slots))
     if s <= 1:
