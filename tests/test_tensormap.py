@@ -38,11 +38,19 @@ def test_a_box_wider_than_its_swizzle_is_refused(lab):
         tensormap.requests(wide, Shape(m=256, n=256, k=256))
 
 
-def test_rows16_stages_take_any_m_and_name_the_dimensions_they_refuse(lab):
+def test_rows16_stages_take_every_shape_running_odd_rows_as_padded_copies(lab):
+    from sgemm_lab.gpu import padding
+
     spec = wgmma(lab)
     assert geometry.unsupported_reason(spec, Shape(m=1001, n=1000, k=1004)) is None
-    reason = geometry.unsupported_reason(spec, Shape(m=257, n=131, k=67))
-    assert "N=131" in reason and "K=67" in reason and "M=" not in reason
+    odd = Shape(m=257, n=131, k=67)
+    assert geometry.unsupported_reason(spec, odd) is None
+    assert padding.needs_padding(odd) and not padding.needs_padding(Shape(m=257, n=132, k=68))
+    assert padding.padded(odd) == Shape(m=257, n=132, k=68)
+    # the kernel runs the padded shape on the grid planned for the shape itself: the same tiles and slices
+    assert geometry.plan(spec, odd) == geometry.plan(spec, padding.padded(odd))
+    requests = tensormap.requests(spec, padding.padded(odd))
+    assert all(r.row_bytes % 16 == 0 for r in requests)  # requests() refuses any other pitch
 
 
 def test_cluster_stages_get_whole_clusters_along_n(lab):

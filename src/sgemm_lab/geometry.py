@@ -235,10 +235,6 @@ def unsupported_reason(spec: KernelSpec, shape: Shape) -> str | None:
         off = [f"{d}={v}" for d, v, t in (("M", shape.m, bm), ("N", shape.n, bn), ("K", shape.k, bk)) if v % t]
         if off:
             return f"needs M, N, K multiples of {bm}, {bn}, {bk} ({', '.join(off)} not)"
-    if spec.shapes == "rows16":
-        off = [f"{d}={v}" for d, v in (("N", shape.n), ("K", shape.k)) if v % 4]
-        if off:
-            return f"needs N and K multiples of 4, rows on 16-byte boundaries ({', '.join(off)} not)"
     if spec.geometry != "host":
         grid = _grid(spec, shape)
         if grid[0] > MAX_GRID_X or grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:

@@ -9,6 +9,7 @@
 - ``timing``: CUDA-event timing, warm-up by time, the L2 flush
 - ``ceilings``: measured FMA throughput and DRAM bandwidth
 - ``reference``: float64 references and device-side inputs and error measures
+- ``padding``: copies with rows padded to 16 bytes, for the TMA stages on odd N or K
 
 Callers use the names below (``from sgemm_lab import gpu; gpu.KernelLauncher(...)``).
 """

@@ -12,6 +12,7 @@ from .. import geometry
 from ..compile import compile_options
 from ..config import KernelSpec, Shape
 from ..errors import CompileError, LabError
+from . import padding
 from .build import BuildRecord
 from .device import DeviceInfo, driver
 
@@ -31,6 +32,7 @@ class KernelLauncher:
         self._encoder = None  # tensor maps: the driver's encoder, {variable: device address}, what they hold now
         self._map_vars: dict[str, int] = {}
         self._maps_for = None
+        self._padding = None  # rows16 stages on an N or K that is not a multiple of 4: padded copies
         if spec.tensor_maps and self.fused:
             raise CompileError(f"kernel {spec.id}: tensor maps are written for the gemm signature only")
         if spec.tensor_maps:
@@ -80,7 +82,16 @@ class KernelLauncher:
         if self.fused:
             self.fused_call(shape, alpha, a, shape.k, b, shape.n, beta, c, shape.n, 0, c, shape.n, stream)
             return
-        launch = geometry.plan(self.spec, shape)  # ShapeError before anything runs
+        geometry.plan(self.spec, shape)  # ShapeError before anything runs
+        if self.spec.shapes == "rows16" and padding.needs_padding(shape):
+            if self._padding is None:
+                self._padding = padding.RowPadding()
+            self._padding(self._launch, shape, alpha, a, b, beta, c, stream)
+            return
+        self._launch(shape, alpha, a, b, beta, c, stream)
+
+    def _launch(self, shape: Shape, alpha: float, a, b, beta: float, c, stream) -> None:
+        launch = geometry.plan(self.spec, shape)
         if self._encoder is not None:
             self._write_maps(shape, a, b, stream)
         self.func.prepared_async_call(launch.grid, launch.block, stream,
