@@ -257,6 +257,27 @@ def test_accuracy_table_reads_the_errors_of_every_check_run(lab, tables):
     assert report.accuracy_table(lab, checks.iloc[0:0]) is None
 
 
+def test_3xtf32_error_against_k_marks_every_cell_above_cublas(tables):
+    from sgemm_lab import accuracy
+
+    checks = pd.read_csv(ROOT / "reports" / "h100" / "check.csv")  # the committed reference: distributions too
+    precisions = {"16_3xtf32": "3xtf32", "18_wgmma_3xtf32": "3xtf32", "11_general": "fp32"}
+    table, above = accuracy.against_k(checks, precisions)
+    assert table.splitlines()[0] == "| inputs | K | cuBLAS FP32 error | `16_3xtf32` | `18_wgmma_3xtf32` |"
+    for stage in ("16_3xtf32", "18_wgmma_3xtf32"):
+        rows = checks[(checks.kernel == stage) & checks["mode"].isin(accuracy.MULTIPLYING) & checks.rel_err.notna()]
+        rows = rows.assign(r=rows.rel_err / rows.cublas_rel_err)
+        worst = rows.loc[rows.r.idxmax()]
+        line = next(ln for ln in table.splitlines() if ln.startswith(f"| {worst.distribution} | {int(worst.k)} |"))
+        assert f"{worst.r:.2f}x" in line
+        cells_above = int(rows.groupby(["distribution", "k"])["r"].max().gt(1).sum())
+        assert sum(1 for a in above if a.startswith(f"`{stage}`")) == cells_above
+    assert len(above) == table.count("**") // 2
+    # runs without the distribution columns (the fixture) or without 3xTF32 stages give no table
+    assert accuracy.against_k(tables["checks"], precisions) is None
+    assert accuracy.against_k(checks, {"11_general": "fp32"}) is None
+
+
 def test_tf32_stages_are_compared_with_cublas_tf32_and_kept_out_of_the_fp32_suite(raw_config, tables):
     from sgemm_lab.config import from_dict
 

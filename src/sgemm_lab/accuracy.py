@@ -114,3 +114,36 @@ def failed_points(checks: pd.DataFrame | None, precision: dict[str, str]) -> lis
                    f"error {r['rel_err']:.2e}, limit {r['tolerance']:.2e}"
                    + (f", cuBLAS FP32 {lib:.2e}" if isinstance(lib, float) and math.isfinite(lib) else ""))
     return out
+
+
+def against_k(checks: pd.DataFrame | None, precision: dict[str, str], cls: str = "3xtf32") -> tuple[str, list[str]] | None:
+    """The stages of class ``cls`` per input distribution and K: cuBLAS FP32's error, then each stage's
+    worst error over the shapes of that K and the modes that multiply, as a multiple of cuBLAS's on the
+    same inputs (bold above 1x, ✗ for a failed check). Returns (table, the cells above 1x), or None."""
+    ran = _ran(checks, "distribution", "cublas_rel_err")
+    if ran is None:
+        return None
+    stages = [k for k, p in precision.items() if p == cls and k in set(ran["kernel"])]
+    if not stages:
+        return None
+    ran = ran[ran["mode"].isin(MULTIPLYING) & (ran["cublas_rel_err"] > 0)]
+    ran = ran.assign(ratio=ran["rel_err"] / ran["cublas_rel_err"])
+    rows, above = [], []
+    for (dist, k), g in ran.groupby(["distribution", "k"], sort=False):
+        cells = []
+        for impl in stages:
+            mine = g[g["kernel"] == impl]
+            if mine.empty:
+                cells.append("–")
+                continue
+            worst = mine.loc[mine["ratio"].idxmax()]
+            text = f"{worst['ratio']:.2f}x" + (" ✗" if (mine["status"] == "fail").any() else "")
+            if worst["ratio"] > 1:
+                text = f"**{text}**"
+                above.append(f"`{impl}` {dist} at {_label(worst['m'], worst['n'], k)} ({worst['ratio']:.2f}x)")
+            cells.append(text)
+        rows.append([dist, str(int(k)), f"{g['cublas_rel_err'].max():.2e}", *cells])
+    order = {d: i for i, d in enumerate(dict.fromkeys(ran["distribution"]))}
+    rows.sort(key=lambda r: (order[r[0]], int(r[1])))
+    return _table(["inputs", "K", "cuBLAS FP32 error", *[f"`{s}`" for s in stages]], rows,
+                  "lrr" + "r" * len(stages)), above

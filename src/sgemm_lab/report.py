@@ -639,6 +639,14 @@ def _accuracy(run: _Run) -> list[str]:
         failed = accuracy.failed_points(run.checks, run.cfg.precisions)
         if failed:
             out += ["FP32-accurate stages outside their class on these inputs:", ""] + [f"- {f}" for f in failed] + [""]
+    by_k = accuracy.against_k(run.checks, run.cfg.precisions)
+    if by_k:
+        table, above = by_k
+        out += ["### 3xTF32 against K", "",
+                "Each 3xTF32 stage's error as a multiple of cuBLAS strict FP32's on the same inputs, per input "
+                "distribution and K (worst over the check shapes of that K and the modes that multiply): "
+                + (f"**above cuBLAS's in {len(above)} cells**: " + "; ".join(above) + "." if above else
+                   "at or below cuBLAS's in every cell."), "", table, ""]
     if run.fig.get("accuracy"):
         out += [f"![accuracy against speed]({run.fig['accuracy']})", ""]
     return out
