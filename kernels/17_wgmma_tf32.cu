@@ -71,6 +71,9 @@
 #ifndef SPLIT_SLOTS
 #define SPLIT_SLOTS 0  // blocks the split-K workspace holds (launch plan: tiles * slices <= this); 0: no split
 #endif
+#ifndef SPLIT_TREE
+#define SPLIT_TREE 1   // split-K partials summed by a fixed binary tree (1) or by the tile's last block (0)
+#endif
 #ifndef RN_STEPS
 #define RN_STEPS 4     // TF32X3: k-steps of 8 whose three products sum from zero before one rounded FFMA into d
 #endif
@@ -101,7 +104,7 @@ constexpr int ACC = BM / 2;  // accumulators per consumer thread: 64 x BM over 1
 // Split-K scratch: one partial tile per block of a split launch, as float4 in the thread-private order
 // (consumer c, float4 q of its accumulators, thread), so that both the store and the sum are coalesced.
 __device__ float4 splitPartials[(size_t)SPLIT_SLOTS * BM * BN / 4];
-__device__ unsigned int splitArrivals[SPLIT_SLOTS];
+__device__ unsigned int splitArrivals[SPLIT_SLOTS * 8];  // per tile and slice: one counter per tree level
 #endif
 
 // The tensor maps of A (box BK x BM) and B (box 32 x BK), written by the launcher before each launch.
@@ -487,17 +490,59 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         }
 
 #if SPLIT_SLOTS > 0
-        // Split-K: store this slice's partial tile; the last block of the tile to count itself in sums the
-        // S partials in slice order (its own read back like the others), in double, and writes C. Tiles past
-        // N (a cluster's spare block) take no part. The fences order each thread's stores before the count,
-        // and the count before the last block's loads (from L2: __ldcg).
+        // Split-K. Tiles past N (a cluster's spare block) take no part. Fences order each thread's stores
+        // before its block's count, and the count before the loads of what other blocks stored (from L2).
+        //
+        // SPLIT_TREE = 1: the S slices of a tile meet in a fixed binary tree over slice indices. A block holds
+        // the sum of a span of slices [lo, lo + 2^l); where its sibling span exists it stores that sum at slot
+        // lo and counts itself in at the parent; the first of the two to arrive stops, the second adds the
+        // other's sum and climbs. The root writes C. Whatever the order of arrival, every node adds the same
+        // two sums (and a + b = b + a exactly), so the result never depends on timing; the critical path is
+        // log2(S) reads and writes of a tile instead of the S reads of one last block.
+        //
+        // SPLIT_TREE = 0: every block stores its partial; the last to count itself in sums the S partials in
+        // slice order, in double, and writes C.
         if (S > 1) {
-            __shared__ unsigned lastFlag;
+            __shared__ unsigned goOn;
             const int tile = blockIdx.y * gridDim.x + blockIdx.x;
             if (col0 >= N)
                 goto done;
             float4* parts = splitPartials + (size_t)tile * S * CONSUMERS * (ACC / 4) * 128 + c * (ACC / 4) * 128 + ti;
             const size_t slice = (size_t)CONSUMERS * (ACC / 4) * 128;  // float4s of one partial tile
+#if SPLIT_TREE
+            if (S > 128)
+                __trap();  // 8 counters per slot: at most 7 levels
+            int lo = z;
+            for (int l = 0; (1 << l) < S; ++l) {
+                const int span = 1 << l, parent = lo & ~(2 * span - 1), sib = lo == parent ? parent + span : parent;
+                if (sib >= S) {  // no sibling span at this level: climb alone
+                    lo = parent;
+                    continue;
+                }
+#pragma unroll
+                for (int q = 0; q < ACC / 4; ++q)
+                    __stcg(parts + lo * slice + q * 128, make_float4(d[4 * q], d[4 * q + 1], d[4 * q + 2], d[4 * q + 3]));
+                __threadfence();
+                asm volatile("bar.sync 1, %0;\n" ::"n"(128 * CONSUMERS) : "memory");
+                if (tid == 128) {
+                    unsigned* count = &splitArrivals[((size_t)tile * S + parent) * 8 + l];
+                    const bool second = atomicAdd(count, 1u) == 1u;
+                    if (second)
+                        *count = 0;  // both children have counted: ready for the next launch
+                    goOn = second;
+                }
+                asm volatile("bar.sync 1, %0;\n" ::"n"(128 * CONSUMERS) : "memory");
+                if (!goOn)
+                    goto done;
+                __threadfence();
+#pragma unroll
+                for (int q = 0; q < ACC / 4; ++q) {
+                    const float4 v = __ldcg(parts + sib * slice + q * 128);
+                    d[4 * q] += v.x; d[4 * q + 1] += v.y; d[4 * q + 2] += v.z; d[4 * q + 3] += v.w;
+                }
+                lo = parent;
+            }
+#else
 #pragma unroll
             for (int q = 0; q < ACC / 4; ++q)
                 __stcg(parts + z * slice + q * 128, make_float4(d[4 * q], d[4 * q + 1], d[4 * q + 2], d[4 * q + 3]));
@@ -507,10 +552,10 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                 const bool last = atomicAdd(&splitArrivals[tile], 1u) == (unsigned)(S - 1);
                 if (last)
                     splitArrivals[tile] = 0;  // every slice has counted: ready for the next launch
-                lastFlag = last;
+                goOn = last;
             }
             asm volatile("bar.sync 1, %0;\n" ::"n"(128 * CONSUMERS) : "memory");
-            if (!lastFlag)
+            if (!goOn)
                 goto done;
             __threadfence();
 #pragma unroll
@@ -526,6 +571,7 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                 for (int e = 0; e < 8; ++e)
                     d[4 * q + e] = (float)sum[e];
             }
+#endif
         }
 #endif
 
