@@ -77,6 +77,9 @@
 #ifndef RN_STEPS
 #define RN_STEPS 4     // TF32X3: k-steps of 8 whose three products sum from zero before one rounded FFMA into d
 #endif
+#ifndef TURNS
+#define TURNS 1        // 1: the consumer warpgroups issue their wgmma batches in turn (named barriers), 0: freely
+#endif
 
 constexpr int CONSUMERS = BN / 64;
 constexpr int NTHREADS = 128 * (CONSUMERS + 1);
@@ -87,6 +90,7 @@ static_assert(CLUSTER_N == 1 || CLUSTER_N == 2 || CLUSTER_N == 4, "CLUSTER_N: 1,
 static_assert((BM / CLUSTER_N) % 8 == 0, "each block's share of the A tile is whole 8-line swizzle groups");
 static_assert(GROUP_M >= 1, "GROUP_M >= 1");
 static_assert(SPLIT_SLOTS >= 0, "SPLIT_SLOTS >= 0 (0: no split-K)");
+static_assert(TURNS == 0 || TURNS == 1, "TURNS: 0 or 1");
 static_assert(RN_STEPS == 1 || RN_STEPS == 2 || RN_STEPS == 4, "RN_STEPS divides the BK / 8 = 4 k-steps of a tile");
 static_assert(BK == 32, "one K-tile line is one 128-byte swizzle line: BK = 32 floats");
 static_assert(BN % 64 == 0 && BN >= 64, "each consumer warpgroup owns 64 columns");
@@ -185,6 +189,24 @@ __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.a
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+
+// Turns (TURNS = 1, two or more consumer warpgroups): consumer c issues a batch only after consumer c - 1
+// (mod CONSUMERS) has issued its own, on named barrier 8 + c (c's 128 threads sync, c - 1's arrive). The
+// tensor cores of an SM sub-partition run the wgmma of its warps in issue order, so the batches then
+// alternate: while one warpgroup waits for its batch and rounds it into d, the other's batch keeps the
+// tensor cores busy. Issued freely, both warpgroups start their batches together, the tensor cores
+// interleave them and finish both at about the same moment, and both then do their non-tensor work at
+// once: a lockstep that leaves the tensor cores idle for that whole time, every batch.
+constexpr bool IN_TURNS = TURNS && CONSUMERS > 1;
+static_assert(CONSUMERS <= 8, "turn barriers 8 .. 8 + CONSUMERS - 1 are named barriers (at most 15)");
+__device__ __forceinline__ void turn_wait(int c) {
+    if (IN_TURNS)
+        asm volatile("bar.sync %0, 256;\n" ::"r"(8 + c) : "memory");
+}
+__device__ __forceinline__ void turn_pass(int c) {
+    if (IN_TURNS)
+        asm volatile("bar.arrive %0, 256;\n" ::"r"(8 + (c + 1) % CONSUMERS) : "memory");
+}
 
 // d(64 x BM) += a(64 x 8, registers) * b(8 x BM, shared memory via descriptor): one warpgroup's wgmma.
 #if 0
@@ -404,6 +426,8 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
 #if TF32X3
         float part[ACC];
 #endif
+        if (c == CONSUMERS - 1)
+            turn_pass(c);  // the first turn is consumer 0's (absorbed after the loop, so no arrival is left over)
         for (int it = 0; it < myTiles; ++it) {
             const int s = it % STAGES;
             mbar_wait(TF32X3 ? ready(s) : full(s), (it / STAGES) & 1);
@@ -453,6 +477,7 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                 }
 #pragma unroll
             for (int k0 = 0; k0 < BK / 8; k0 += RN_STEPS) {
+                turn_wait(c);
                 wgmma_fence();
 #pragma unroll
                 for (int kk = k0; kk < k0 + RN_STEPS; ++kk)  // the first from zero: part = product
@@ -464,6 +489,7 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                 for (int kk = k0; kk < k0 + RN_STEPS; ++kk)
                     wgmma_tf32(part, a[kk], wgmma_desc(aTile + kk * 32), 1);
                 wgmma_commit();
+                turn_pass(c);
                 wgmma_wait<0>();
 #pragma unroll
                 for (int i = 0; i < ACC; ++i)  // d[4j + 2h + e] is on fragment row h
@@ -475,11 +501,13 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
 #pragma unroll
                 for (int i = 0; i < 4; ++i)
                     a[kk][i] = to_tf32(bt[frag[i] + kk * 8 * 32]);
+            turn_wait(c);
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BK / 8; ++kk)
                 wgmma_tf32(d, a[kk], wgmma_desc(aTile + kk * 32), 1);
             wgmma_commit();
+            turn_pass(c);
             wgmma_wait<0>();
 #endif
             __syncwarp();
@@ -488,6 +516,8 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
             else if (lane < CLUSTER_N)
                 mbar_arrive_cluster(cluster_addr(empty(s), lane));
         }
+        if (c == 0)
+            turn_wait(c);  // the last consumer's last pass (or its first, when this block had no K-tiles)
 
 #if SPLIT_SLOTS > 0
         // Split-K. Tiles past N (a cluster's spare block) take no part. Fences order each thread's stores
