@@ -77,9 +77,6 @@
 #ifndef RN_STEPS
 #define RN_STEPS 4     // TF32X3: k-steps of 8 whose three products sum from zero before one rounded FFMA into d
 #endif
-#ifndef TURNS
-#define TURNS 1        // 1: the consumer warpgroups issue their wgmma batches in turn (named barriers), 0: freely
-#endif
 
 constexpr int CONSUMERS = BN / 64;
 constexpr int NTHREADS = 128 * (CONSUMERS + 1);
@@ -90,7 +87,9 @@ static_assert(CLUSTER_N == 1 || CLUSTER_N == 2 || CLUSTER_N == 4, "CLUSTER_N: 1,
 static_assert((BM / CLUSTER_N) % 8 == 0, "each block's share of the A tile is whole 8-line swizzle groups");
 static_assert(GROUP_M >= 1, "GROUP_M >= 1");
 static_assert(SPLIT_SLOTS >= 0, "SPLIT_SLOTS >= 0 (0: no split-K)");
-static_assert(TURNS == 0 || TURNS == 1, "TURNS: 0 or 1");
+#if defined(SPLIT_MAX) && SPLIT_SLOTS > 0 && SPLIT_TREE
+static_assert(SPLIT_MAX * CLUSTER_N <= 128, "a tree of at most 7 levels: SPLIT_MAX slices, times CLUSTER_N when a cluster shares K");
+#endif
 static_assert(RN_STEPS == 1 || RN_STEPS == 2 || RN_STEPS == 4, "RN_STEPS divides the BK / 8 = 4 k-steps of a tile");
 static_assert(BK == 32, "one K-tile line is one 128-byte swizzle line: BK = 32 floats");
 static_assert(BN % 64 == 0 && BN >= 64, "each consumer warpgroup owns 64 columns");
@@ -189,24 +188,6 @@ __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.a
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
-
-// Turns (TURNS = 1, two or more consumer warpgroups): consumer c issues a batch only after consumer c - 1
-// (mod CONSUMERS) has issued its own, on named barrier 8 + c (c's 128 threads sync, c - 1's arrive). The
-// tensor cores of an SM sub-partition run the wgmma of its warps in issue order, so the batches then
-// alternate: while one warpgroup waits for its batch and rounds it into d, the other's batch keeps the
-// tensor cores busy. Issued freely, both warpgroups start their batches together, the tensor cores
-// interleave them and finish both at about the same moment, and both then do their non-tensor work at
-// once: a lockstep that leaves the tensor cores idle for that whole time, every batch.
-constexpr bool IN_TURNS = TURNS && CONSUMERS > 1;
-static_assert(CONSUMERS <= 8, "turn barriers 8 .. 8 + CONSUMERS - 1 are named barriers (at most 15)");
-__device__ __forceinline__ void turn_wait(int c) {
-    if (IN_TURNS)
-        asm volatile("bar.sync %0, 256;\n" ::"r"(8 + c) : "memory");
-}
-__device__ __forceinline__ void turn_pass(int c) {
-    if (IN_TURNS)
-        asm volatile("bar.arrive %0, 256;\n" ::"r"(8 + (c + 1) % CONSUMERS) : "memory");
-}
 
 // d(64 x BM) += a(64 x 8, registers) * b(8 x BM, shared memory via descriptor): one warpgroup's wgmma.
 #if 0
@@ -311,20 +292,35 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
     const int perGroup = GROUP_M * pairsN, firstRow = (pair / perGroup) * GROUP_M;
     const int groupRows = min(tilesM - firstRow, GROUP_M);
     const int row0 = (firstRow + (pair % perGroup) % groupRows) * BM;
-    const int col0 = (((pair % perGroup) / groupRows) * CLUSTER_N + rank) * BN;
+    const int pairCol = (pair % perGroup) / groupRows;
+    // A cluster whose blocks after the first would all hold columns past N (N <= BN: one column of tiles)
+    // shares K instead of A: every block of it takes the first block's tile and its own K-slices, loads
+    // A's tile itself (no multicast) and counts only its own consumers; its partial tiles meet in the
+    // split-K tree with the others'. Without this the spare blocks, one SM each, would compute nothing of
+    // use (half of the SMs on a shape like 128 x 96 x 49152). Needs the workspace (it is the split-K
+    // reduction) with room for every block of the launch.
+#if SPLIT_SLOTS > 0 && SPLIT_TREE && CLUSTER_N > 1
+    const bool kShare = (pairCol * CLUSTER_N + 1) * BN >= N && gridDim.x * gridDim.y * gridDim.z <= SPLIT_SLOTS;
+#else
+    constexpr bool kShare = false;
+#endif
+    const int col0 = (pairCol * CLUSTER_N + (kShare ? 0 : rank)) * BN;
     // K-tiles of this block: all of them, or slice z of S (the last tile's columns past K arrive as zeros).
-    const int numTiles = (K + BK - 1) / BK, S = gridDim.z, z = blockIdx.z;
+    // A K-sharing cluster cuts each of the launch's gridDim.z slices into CLUSTER_N, one per block.
+    const int numTiles = (K + BK - 1) / BK;
+    const int S = gridDim.z * (kShare ? CLUSTER_N : 1), z = kShare ? blockIdx.z * CLUSTER_N + rank : blockIdx.z;
     const int perSlice = (numTiles + S - 1) / S, kBegin = z * perSlice;
     const int myTiles = max(0, min(numTiles, kBegin + perSlice) - kBegin);
 #if SPLIT_SLOTS > 0
-    if (S > 1 && gridDim.x * gridDim.y * S > SPLIT_SLOTS)
+    if (S > 1 && gridDim.x * gridDim.y * gridDim.z > SPLIT_SLOTS)
         __trap();  // the launch plan keeps tiles * slices within the workspace: never write past it
 #endif
 
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full(s), 1);              // the producer's arming arrival (+ the copies' bytes)
-            mbar_init(empty(s), 4 * CONSUMERS * CLUSTER_N); // one arrival per consumer warp of the cluster
+            mbar_init(empty(s), 4 * CONSUMERS * (kShare ? 1 : CLUSTER_N));  // per consumer warp of the cluster
+                                                                              // (of the block when sharing K)
             if (TF32X3)
                 mbar_init(ready(s), 3);         // one arrival per splitting warp of the producer warpgroup
         }
@@ -346,13 +342,16 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                 mbar_expect_tx(full(s), TMA_BYTES);
                 const unsigned slot = base + s * SLOT_BYTES;
                 // This block's share of the A tile (rows rank * BM / CLUSTER_N ...) goes to every block
-                // of the cluster; the others' shares arrive here the same way.
+                // of the cluster; the others' shares arrive here the same way. A K-sharing block loads
+                // every share itself.
                 constexpr int SHARE = BM / CLUSTER_N;
-                if (CLUSTER_N > 1)
+                if (CLUSTER_N > 1 && !kShare)
                     tma_load_2d_multicast(slot + rank * SHARE * 128, &tmap_a, kt * BK, row0 + rank * SHARE, full(s),
                                           (unsigned short)((1u << CLUSTER_N) - 1));
                 else
-                    tma_load_2d(slot, &tmap_a, kt * BK, row0, full(s));
+#pragma unroll
+                    for (int r = 0; r < CLUSTER_N; ++r)
+                        tma_load_2d(slot + r * SHARE * 128, &tmap_a, kt * BK, row0 + r * SHARE, full(s));
 #pragma unroll
                 for (int bx = 0; bx < BN / 32; ++bx)
                     tma_load_2d(slot + B_OFFSET + bx * (BK * 32 * 4), &tmap_b, col0 + 32 * bx, kt * BK, full(s));
@@ -426,8 +425,6 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
 #if TF32X3
         float part[ACC];
 #endif
-        if (c == CONSUMERS - 1)
-            turn_pass(c);  // the first turn is consumer 0's (absorbed after the loop, so no arrival is left over)
         for (int it = 0; it < myTiles; ++it) {
             const int s = it % STAGES;
             mbar_wait(TF32X3 ? ready(s) : full(s), (it / STAGES) & 1);
@@ -477,7 +474,6 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                 }
 #pragma unroll
             for (int k0 = 0; k0 < BK / 8; k0 += RN_STEPS) {
-                turn_wait(c);
                 wgmma_fence();
 #pragma unroll
                 for (int kk = k0; kk < k0 + RN_STEPS; ++kk)  // the first from zero: part = product
@@ -489,7 +485,6 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                 for (int kk = k0; kk < k0 + RN_STEPS; ++kk)
                     wgmma_tf32(part, a[kk], wgmma_desc(aTile + kk * 32), 1);
                 wgmma_commit();
-                turn_pass(c);
                 wgmma_wait<0>();
 #pragma unroll
                 for (int i = 0; i < ACC; ++i)  // d[4j + 2h + e] is on fragment row h
@@ -501,23 +496,21 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
 #pragma unroll
                 for (int i = 0; i < 4; ++i)
                     a[kk][i] = to_tf32(bt[frag[i] + kk * 8 * 32]);
-            turn_wait(c);
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BK / 8; ++kk)
                 wgmma_tf32(d, a[kk], wgmma_desc(aTile + kk * 32), 1);
             wgmma_commit();
-            turn_pass(c);
             wgmma_wait<0>();
 #endif
             __syncwarp();
-            if (CLUSTER_N == 1 && lane == 0)
-                mbar_arrive(empty(s));
-            else if (lane < CLUSTER_N)
+            if (CLUSTER_N == 1 || kShare) {
+                if (lane == 0)
+                    mbar_arrive(empty(s));
+            } else if (lane < CLUSTER_N) {
                 mbar_arrive_cluster(cluster_addr(empty(s), lane));
+            }
         }
-        if (c == 0)
-            turn_wait(c);  // the last consumer's last pass (or its first, when this block had no K-tiles)
 
 #if SPLIT_SLOTS > 0
         // Split-K. Tiles past N (a cluster's spare block) take no part. Fences order each thread's stores
@@ -534,10 +527,13 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         // slice order, in double, and writes C.
         if (S > 1) {
             __shared__ unsigned goOn;
-            const int tile = blockIdx.y * gridDim.x + blockIdx.x;
+            // Workspace slots of this tile's slices: gridDim.z per block of the launch, from its tile's first;
+            // a K-sharing cluster's S = CLUSTER_N * gridDim.z slices use the slots of all its blocks.
+            const int tile = blockIdx.y * gridDim.x + blockIdx.x - (kShare ? rank : 0);
+            const size_t slot0 = (size_t)tile * gridDim.z;
             if (col0 >= N)
                 goto done;
-            float4* parts = splitPartials + (size_t)tile * S * CONSUMERS * (ACC / 4) * 128 + c * (ACC / 4) * 128 + ti;
+            float4* parts = splitPartials + slot0 * CONSUMERS * (ACC / 4) * 128 + c * (ACC / 4) * 128 + ti;
             const size_t slice = (size_t)CONSUMERS * (ACC / 4) * 128;  // float4s of one partial tile
 #if SPLIT_TREE
             if (S > 128)
@@ -555,7 +551,7 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                 __threadfence();
                 asm volatile("bar.sync 1, %0;\n" ::"n"(128 * CONSUMERS) : "memory");
                 if (tid == 128) {
-                    unsigned* count = &splitArrivals[((size_t)tile * S + parent) * 8 + l];
+                    unsigned* count = &splitArrivals[(slot0 + parent) * 8 + l];
                     const bool second = atomicAdd(count, 1u) == 1u;
                     if (second)
                         *count = 0;  // both children have counted: ready for the next launch
