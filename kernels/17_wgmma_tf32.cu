@@ -28,10 +28,11 @@
 // eight different chunks, and g % 4 picks the word: 32 different banks.
 //
 // Split-K (SPLIT_SLOTS > 0): when the output tiles cannot fill the GPU, the launch plan gives the grid a
-// third dimension of S K-slices; block z runs K-tiles [z * ceil(T / S), ...) of the T K-tiles and stores
-// its partial tile to a workspace, and the last block of a tile to count itself in sums the S partials
-// in slice order, in double, and applies the epilogue once: the result does not depend on which block
-// finished last, and the split adds one rounding per element (the sum's), not S - 1.
+// third dimension of S K-slices; block z runs K-tiles [z * ceil(T / S), ...) of the T K-tiles, and the
+// partial tiles meet in a fixed binary tree over slice indices (SPLIT_TREE = 1; at the split below) or
+// are summed in slice order, in double, by the tile's last block (SPLIT_TREE = 0); either way the result
+// does not depend on which block finished first, and the epilogue is applied once, to the sum. A cluster
+// whose blocks after the first would hold only columns past N shares K instead of A (see kShare).
 //
 // Pipeline: STAGES ring slots, two mbarriers each. full[s]: the producer's thread arms it with the slot's
 // byte count and issues the TMA copies, which complete it. empty[s]: one arrival per consumer warp once
@@ -73,6 +74,9 @@
 #endif
 #ifndef SPLIT_TREE
 #define SPLIT_TREE 1   // split-K partials summed by a fixed binary tree (1) or by the tile's last block (0)
+#endif
+#ifndef KSHARE_MIN_KTILES
+#define KSHARE_MIN_KTILES 32  // a cluster shares K (below) only if each of its slices keeps this many K-tiles
 #endif
 #ifndef RN_STEPS
 #define RN_STEPS 4     // TF32X3: k-steps of 8 whose three products sum from zero before one rounded FFMA into d
@@ -298,16 +302,19 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
     // A's tile itself (no multicast) and counts only its own consumers; its partial tiles meet in the
     // split-K tree with the others'. Without this the spare blocks, one SM each, would compute nothing of
     // use (half of the SMs on a shape like 128 x 96 x 49152). Needs the workspace (it is the split-K
-    // reduction) with room for every block of the launch.
+    // reduction) with room for every block of the launch, and slices of at least KSHARE_MIN_KTILES
+    // K-tiles: measured (kernels/NOTES.md), slices of 10-16 K-tiles made small outputs slower and their
+    // timings bimodal, while 32 and more (K-tiles per slice, not the shape, decide) gained 1.2-1.8x.
+    const int numTiles = (K + BK - 1) / BK;
 #if SPLIT_SLOTS > 0 && SPLIT_TREE && CLUSTER_N > 1
-    const bool kShare = (pairCol * CLUSTER_N + 1) * BN >= N && gridDim.x * gridDim.y * gridDim.z <= SPLIT_SLOTS;
+    const bool kShare = (pairCol * CLUSTER_N + 1) * BN >= N && gridDim.x * gridDim.y * gridDim.z <= SPLIT_SLOTS &&
+                        numTiles >= KSHARE_MIN_KTILES * CLUSTER_N * (int)gridDim.z;
 #else
     constexpr bool kShare = false;
 #endif
     const int col0 = (pairCol * CLUSTER_N + (kShare ? 0 : rank)) * BN;
     // K-tiles of this block: all of them, or slice z of S (the last tile's columns past K arrive as zeros).
     // A K-sharing cluster cuts each of the launch's gridDim.z slices into CLUSTER_N, one per block.
-    const int numTiles = (K + BK - 1) / BK;
     const int S = gridDim.z * (kShare ? CLUSTER_N : 1), z = kShare ? blockIdx.z * CLUSTER_N + rank : blockIdx.z;
     const int perSlice = (numTiles + S - 1) / S, kBegin = z * perSlice;
     const int myTiles = max(0, min(numTiles, kBegin + perSlice) - kBegin);
