@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A reference run on the GPU host, detached so that it outlives the command that started it (a host
 # that limits one command's time): `start` runs `tools/cold_run.sh RUN --cores 1` in a session of its
-# own, `wait SECONDS` waits for it that long at most and, once it has ended, packs reports/RUN and its
-# console log into $OUT (or /tmp/RUN-out). Call `wait` again while it prints "still running".
+# own, in a copy of the checkout under /tmp; `wait SECONDS` waits for it that long at most and, once it
+# has ended, puts reports/RUN (packed by the run the moment it ended) and its console log into $OUT (or
+# /tmp/RUN-out). Call `wait` again while it prints "still running".
 #   PIP_NO_INDEX=1 PIP_FIND_LINKS=$PWD/.whl bash tools/reference_run.sh h100 start
 #   bash tools/reference_run.sh h100 wait 540
 set -uo pipefail
@@ -15,9 +16,15 @@ if [ "$action" = start ]; then
   source env/_venv.sh
   ensure_env pipeline env/pipeline.txt >/dev/null
   set +e
-  rm -f "$log.rc"
-  PY=$PY setsid nohup bash -c "bash tools/cold_run.sh '$run' --cores 1 > '$log' 2>&1; echo \$? > '$log.rc'" \
-    > /dev/null 2>&1 < /dev/null &
+  rm -f "$log.rc" "$log.tar.gz"
+  # The run works in a copy of the checkout outside it, and packs its outputs there the moment it ends: a
+  # host that copies the working tree in again before each command (as the GPU host does) would otherwise
+  # overwrite reports/RUN, tracked files, with the committed ones under the running pipeline.
+  work="/tmp/reference-$run.tree"
+  rm -rf "$work" && mkdir -p "$work"
+  tar --exclude=./.venv --exclude=./.whl --exclude=./results --exclude=./.snakemake -cf - . | tar -xf - -C "$work"
+  PY=$PY setsid nohup bash -c "cd '$work' && bash tools/cold_run.sh '$run' --cores 1 > '$log' 2>&1; rc=\$?; \
+    tar czf '$log.tar.gz' -C '$work' 'reports/$run'; echo \$rc > '$log.rc'" > /dev/null 2>&1 < /dev/null &
   echo "started: tools/cold_run.sh $run --cores 1 (log $log)"
   action="wait"
 fi
@@ -31,6 +38,6 @@ fi
 out=${OUT:-/tmp/$run-out}
 mkdir -p "$out"
 cp "$log" "$out/console.log"
-tar czf "$out/reports-$run.tar.gz" "reports/$run"
+cp "$log.tar.gz" "$out/reports-$run.tar.gz"
 tail -25 "$log"
 echo "cold_run exit $(cat "$log.rc")"
