@@ -1,20 +1,37 @@
 # Sourced by env/test.sh and env/pipeline.sh: use the active virtual environment if there is one,
-# else create (once) and activate env/.venv-<name>; then install the pinned requirements.
+# else create (once) and activate .venv/<name>; then install the pinned requirements.
 # Offline installs: set PIP_NO_INDEX=1 and PIP_FIND_LINKS=<wheel dir> (pip reads both).
 set -euo pipefail
+# ensure_env NAME REQUIREMENTS [MIN_PYTHON]: MIN_PYTHON (e.g. 3.12) is refused in one line, before pip
+# runs, when the interpreter is older; a venv created here whose install fails is removed again, so
+# that the next attempt starts clean instead of from a half-built environment.
 ensure_env() {
-  local name=$1 requirements=$2 py=${PYTHON:-python3}
+  local name=$1 requirements=$2 min=${3:-} py=${PYTHON:-python3} venv="" created=0
+  if [ -n "$min" ] && ! "$py" -c "import sys; sys.exit(sys.version_info[:2] < tuple(map(int, '$min'.split('.'))))"; then
+    echo "$(basename "$0"): needs Python $min or newer for $requirements; $py is $("$py" -c 'import platform; print(platform.python_version())') (set PYTHON=/path/to/python$min)" >&2
+    exit 2
+  fi
   if ! "$py" -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; then
-    local venv="$ROOT/.venv/$name"
+    venv="$ROOT/.venv/$name"
     if [ ! -x "$venv/bin/python" ]; then
       echo "== creating $venv"
       "$py" -m venv "$venv"
+      created=1
     fi
     # shellcheck disable=SC1091
     source "$venv/bin/activate"
     py=python
   fi
   echo "== installing $requirements into $("$py" -c 'import sys; print(sys.prefix)')"
-  "$py" -m pip install --quiet --disable-pip-version-check -r "$requirements"
+  if ! "$py" -m pip install --quiet --disable-pip-version-check -r "$requirements"; then
+    if [ "$created" = 1 ]; then
+      deactivate 2>/dev/null || true
+      rm -rf "$venv"
+      echo "$(basename "$0"): installing $requirements failed (pip's message above); $venv removed" >&2
+    else
+      echo "$(basename "$0"): installing $requirements failed (pip's message above)" >&2
+    fi
+    exit 1
+  fi
   PY=$py
 }

@@ -55,6 +55,9 @@ def test_compare_step_on_two_committed_runs(tmp_path, raw_config):
     assert row.speedup == pytest.approx(ma / mb) and row.run_b == runs[1]
     text = out["md"].read_text()
     assert f"| `11_general` | {ma:.3f} | {mb:.3f} | **{ma / mb:.3f}×** |" in text
+    # the title and the first line name the runs in the same order: the later against the first
+    assert text.startswith(f"# {runs[1]} against {runs[0]}\n")
+    assert f"Run **{runs[1]}** (" in text and f") against run **{runs[0]}** (" in text
     assert out["png"].read_bytes()[:4] == b"\x89PNG"
 
 

@@ -14,7 +14,7 @@ log="/tmp/reference-$run.log"
 if [ "$action" = start ]; then
   # shellcheck source=env/_venv.sh
   source env/_venv.sh
-  ensure_env pipeline env/pipeline.txt >/dev/null
+  ensure_env pipeline env/pipeline.txt 3.12 >/dev/null
   set +e
   rm -f "$log.rc" "$log.tar.gz"
   # The run works in a copy of the checkout outside it, and packs its outputs there the moment it ends: a

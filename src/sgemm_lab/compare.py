@@ -292,4 +292,5 @@ def run(*, runs: list[str], benches: list[Path], out_md: Path, out_csv: Path, ou
     plots.compare_runs(df, out_png, order=order)
     io.write_csv(out_csv, df, columns=COLUMNS)
     text = "\n".join(pages)
-    io.write_text(out_md, f"# {runs[0]} against {', '.join(runs[1:])}\n\n{text}\n![speed-ups]({out_png.name})\n")
+    # the later runs against the first, in the order of the page's own lines ("Run B against run A")
+    io.write_text(out_md, f"# {', '.join(runs[1:])} against {runs[0]}\n\n{text}\n![speed-ups]({out_png.name})\n")

@@ -40,7 +40,7 @@ pipeline_python() {
   (  # as env/pipeline.sh sets it up (pip honours PIP_NO_INDEX and PIP_FIND_LINKS)
     # shellcheck source=env/_venv.sh
     source "$ROOT/env/_venv.sh"
-    ensure_env pipeline env/pipeline.txt >&2
+    ensure_env pipeline env/pipeline.txt 3.12 >&2
     "$PY" -c 'import sys; print(sys.executable)'
   )
 }

@@ -7,7 +7,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 ROOT=$PWD
 source env/_venv.sh
-ensure_env pipeline env/pipeline.txt >/dev/null
+ensure_env pipeline env/pipeline.txt 3.12 >/dev/null
 set +e  # (env/_venv.sh sets -e): report each part's exit status and go on
 out=${OUT:-/tmp/smoke-out}
 mkdir -p "$out"

@@ -1,0 +1,47 @@
+"""The environment set-up (env/_venv.sh): an interpreter too old for the pins is refused in one line
+before pip runs, and a virtual environment whose install fails is not left half-built."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE_PYTHON = Path(sys.base_prefix) / "bin" / "python3"  # outside any venv: ensure_env creates its own
+
+
+def _ensure_env(tmp_path: Path, *args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    script = f'ROOT={tmp_path}; source {ROOT}/env/_venv.sh; ensure_env {" ".join(args)}; echo "PY=$PY"'
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV",)}
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if ".venv" not in p)
+    env.update(PYTHON=str(BASE_PYTHON), **(env_extra or {}))
+    return subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_an_interpreter_older_than_the_pins_is_refused_in_one_line(tmp_path):
+    (tmp_path / "req.txt").write_text("")
+    out = _ensure_env(tmp_path, "t", "req.txt", "99.0")
+    assert out.returncode == 2, out
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "needs Python 99.0 or newer for req.txt" in lines[0], out.stderr
+    assert "PYTHON=" in lines[0]
+    assert not (tmp_path / ".venv").exists()  # refused before anything was created
+
+
+def test_a_failed_install_removes_the_venv_it_created(tmp_path):
+    (tmp_path / "req.txt").write_text("sgemm-lab-no-such-package==1.0\n")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    out = _ensure_env(tmp_path, "t", "req.txt", env_extra={"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)})
+    assert out.returncode == 1, out
+    assert out.stderr.strip().splitlines()[-1].endswith(f"installing req.txt failed (pip's message above); "
+                                                        f"{tmp_path}/.venv/t removed"), out.stderr
+    assert not (tmp_path / ".venv" / "t").exists()
+
+
+def test_a_good_install_keeps_the_venv_and_names_its_python(tmp_path):
+    (tmp_path / "req.txt").write_text("")
+    out = _ensure_env(tmp_path, "t", "req.txt", "3.0")
+    assert out.returncode == 0, out
+    assert (tmp_path / ".venv" / "t" / "bin" / "python").exists()
+    assert out.stdout.strip().splitlines()[-1] == "PY=python"
