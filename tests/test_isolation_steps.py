@@ -4,7 +4,9 @@ The same supervisor runs GPU stages: a hanging kernel, a crash or a wrong result
 status, the other points are measured, and the step still writes its complete, atomic output.
 """
 
+import faulthandler
 import shutil
+import sys
 
 import pandas as pd
 import pytest
@@ -49,7 +51,13 @@ def setup(tmp_path, monkeypatch):
     (tmp_path / "00_bad.bin").write_bytes(lib)
     io.write_json(tmp_path / "00_bad.json", {"kernel": "00_bad", "params": {}})
     monkeypatch.setenv("SGEMM_LAB_KERNELS", str(kdir))  # what the spawned child processes read
-    return cfg, raw, tmp_path
+    # The stage segfaults on purpose at M == 9, in a forked child that inherits pytest's fault handler,
+    # which would print a 50-line "Fatal Python error" dump of the expected crash into the test output.
+    handler_was_on = faulthandler.is_enabled()
+    faulthandler.disable()
+    yield cfg, raw, tmp_path
+    if handler_was_on:
+        faulthandler.enable(file=sys.__stderr__)
 
 
 def test_bench_keeps_going_past_hang_crash_and_wrong_result(setup, monkeypatch):
