@@ -31,33 +31,64 @@ def _save(fig, out: Path) -> None:
 REFERENCE_LINES = {"cublas": ("cuBLAS (strict FP32)", "--"), "cublas_tf32": ("cuBLAS TF32 (tensor cores)", ":")}
 
 
-def tflops_vs_size(bench: pd.DataFrame, out: Path, order: list[str]) -> None:
-    """TFLOP/s against problem size, one line per kernel, cuBLAS as a dashed reference line."""
-    ok = bench[bench["status"] == "ok"].copy() if "status" in bench else bench.iloc[0:0]
-    if ok.empty:
+def tflops_vs_size(bench: pd.DataFrame, out: Path, order: list[str], families: dict[str, str] | None = None) -> None:
+    """TFLOP/s against problem size: one panel per family of stages (``families``: stage -> panel title,
+    in the order first met in ``order``), one line per stage, cuBLAS as black reference lines in every
+    panel; each panel's legend sits below it, outside the data."""
+    fig = tflops_vs_size_figure(bench, order=order, families=families)
+    if fig is None:
         placeholder(out, "no verified timings")
         return
+    _save(fig, out)
+
+
+def _two_lines(label: str) -> str:
+    """A shape label narrow enough to sit beside its neighbours unrotated: M×N over ×K."""
+    head, sep, tail = label.rpartition("×")
+    return f"{head}\n{sep}{tail}" if sep else label
+
+
+def tflops_vs_size_figure(bench: pd.DataFrame, *, order: list[str], families: dict[str, str] | None = None):
+    """The figure of :func:`tflops_vs_size` (None without verified timings), for drawing or inspection."""
+    ok = bench[bench["status"] == "ok"].copy() if "status" in bench else bench.iloc[0:0]
+    if ok.empty:
+        return None
     ok["flops"] = 2 * ok.m * ok.n * ok.k
     sizes = ok.drop_duplicates(["m", "n", "k"]).sort_values("flops")
     labels = [shape_label(m, n, k) for m, n, k in sizes[["m", "n", "k"]].itertuples(index=False)]
     pos = {lab: i for i, lab in enumerate(labels)}
     ok["size"] = [pos[shape_label(m, n, k)] for m, n, k in ok[["m", "n", "k"]].itertuples(index=False)]
     kernels = [k for k in order if k not in REFERENCE_LINES and k in set(ok.kernel)]
+    families = families or {}
+    panels: dict[str, list[str]] = {}
+    for k in kernels:
+        panels.setdefault(families.get(k, "stages"), []).append(k)
     sns.set_theme(style="whitegrid", context="notebook")
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    sns.lineplot(data=ok[ok.kernel.isin(kernels)], x="size", y="tflops", hue="kernel", hue_order=kernels,
-                 style="kernel", markers=True, dashes=False, ax=ax, palette="viridis")
-    for impl, (label, style) in REFERENCE_LINES.items():
-        ref = ok[ok.kernel == impl].sort_values("size")
-        if len(ref):
-            ax.plot(ref["size"], ref["tflops"], color="black", linestyle=style, linewidth=2, marker="o", label=label)
-    ax.set_xticks(range(len(labels)), labels)
-    ax.set_yscale("log")
-    ax.set_xlabel("problem size (M×N×K)")
-    ax.set_ylabel("TFLOP/s (median, log scale)")
-    ax.set_title("SGEMM throughput by stage")
-    ax.legend(loc="upper left", fontsize=9, frameon=True)
-    _save(fig, out)
+    cols = min(2, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 5.6 * rows), squeeze=False)
+    palette = sns.color_palette("tab10") + sns.color_palette("Dark2")
+    markers = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "*", "h", "p"]
+    for ax, (family, members) in zip(axes.flat, panels.items()):
+        for i, k in enumerate(members):
+            line = ok[ok.kernel == k].sort_values("size")
+            ax.plot(line["size"], line["tflops"], color=palette[i % len(palette)], marker=markers[i % len(markers)],
+                    markersize=5, linewidth=1.6, label=k)
+        for impl, (label, style) in REFERENCE_LINES.items():
+            ref = ok[ok.kernel == impl].sort_values("size")
+            if len(ref):
+                ax.plot(ref["size"], ref["tflops"], color="black", linestyle=style, linewidth=1.8, label=label)
+        ax.set_yscale("log")
+        ax.set_title(family, fontsize=11)
+        ax.set_xticks(range(len(labels)), [_two_lines(lab) for lab in labels], fontsize=7.5)
+        ax.set_ylabel("TFLOP/s (median, log scale)", fontsize=9)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8, frameon=False)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_axis_off()
+    fig.suptitle("SGEMM throughput against problem size (M×N×K), per family of stages; cuBLAS in black in every panel",
+                 fontsize=12)
+    fig.tight_layout()
+    return fig
 
 
 def sweep_heatmap(sweep: pd.DataFrame, out: Path, *, kernel: str, axes: tuple[str, str], title: str = "") -> None:

@@ -78,6 +78,23 @@ def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_c
                  pd.DataFrame(columns=SANITIZE_COLUMNS), builds, env))
 
 
+def stage_families(cfg: LabConfig) -> dict[str, str]:
+    """Each implementation's family for the figures, from its configuration alone (no stage named):
+    the CPU, the GPU without tiling, CUDA cores with tiles (autotuned and dispatch stages with them),
+    tensor cores."""
+    fam = {"numpy": "CPU"}
+    for k in cfg.kernels:
+        if k.precision != "fp32":
+            fam[k.id] = "Tensor cores (TF32, 3xTF32)"
+        elif k.backend == "host":
+            fam[k.id] = "CPU"
+        elif k.geometry == "block_tile" or k.autotuned or k.dispatched:
+            fam[k.id] = "CUDA cores, tiled"
+        else:
+            fam[k.id] = "CUDA cores, no tiling"
+    return fam
+
+
 def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path | None, outs,
          sweeps: list[Path] = (), heatmaps: list[Path] = (), check_csv: Path | None = None) -> StepStatus | None:
     """Every figure of the report; a figure that cannot be drawn becomes a picture saying why (and the
@@ -97,7 +114,8 @@ def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path 
     ok = bench_df[bench_df.status == "ok"] if "status" in bench_df else bench_df
     shape = headline_shape(cfg, ok) or (cfg.sweep.shape.m, cfg.sweep.shape.n, cfg.sweep.shape.k)
     figures = {
-        outs.size: lambda out: plots.tflops_vs_size(ladder_rows(cfg, bench_df), out, order=order),
+        outs.size: lambda out: plots.tflops_vs_size(ladder_rows(cfg, bench_df), out, order=order,
+                                                    families=stage_families(cfg)),
         outs.ladder: lambda out: plots.ladder_bars(bench_df, out, order=order, shape=shape),
         outs.roofline: lambda out: plots.roofline(bench_df, ncu, ceil, out, order=order, shape=shape),
         outs.stalls: lambda out: plots.stall_bars(ncu, out, order=order, shape=shape),

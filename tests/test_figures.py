@@ -1,0 +1,55 @@
+"""The size figure read at thirty stages: one panel per family of stages (from the configuration alone),
+legends outside the data, tick labels that do not overlap."""
+
+from pathlib import Path
+
+import pandas as pd
+
+from sgemm_lab import config as cfgmod
+from sgemm_lab import plots
+from sgemm_lab.pipeline.report import stage_families
+from sgemm_lab.report import ladder_rows
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = ROOT / "tests" / "fixtures" / "h100"
+
+
+def _overlap(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def test_every_stage_has_a_family_and_the_families_follow_the_config():
+    cfg = cfgmod.load(ROOT / "config" / "config.yaml")
+    fam = stage_families(cfg)
+    assert set(fam) >= {k.id for k in cfg.kernels}
+    for k in cfg.kernels:
+        if k.precision != "fp32":
+            assert fam[k.id].startswith("Tensor cores")
+        elif k.backend == "host":
+            assert fam[k.id] == "CPU"
+    assert len(set(fam.values())) >= 3
+
+
+def test_size_figure_panels_legends_outside_and_no_overlapping_ticks(tmp_path):
+    cfg = cfgmod.load(ROOT / "config" / "config.yaml")
+    bench = ladder_rows(cfg, pd.read_csv(FIX / "bench.csv"))
+    fam = stage_families(cfg)
+    fig = plots.tflops_vs_size_figure(bench, order=list(cfg.implementations), families=fam)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.axison]
+    timed = set(bench[bench.status == "ok"].kernel)
+    expected = {fam[k] for k in cfg.implementations if k in timed and k in fam}
+    assert {ax.get_title() for ax in panels} == expected
+    for ax in panels:
+        box = ax.get_window_extent(renderer)
+        legend = ax.get_legend()
+        assert legend is not None and not _overlap(legend.get_window_extent(renderer), box), ax.get_title()
+        ticks = [t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_text()]
+        assert len(ticks) > 3
+        assert not any(_overlap(a, b) for i, a in enumerate(ticks) for b in ticks[i + 1:]), ax.get_title()
+        # every stage of the family is drawn in its panel, with cuBLAS beside it
+        names = {t.get_text() for t in legend.get_texts()}
+        assert {k for k in timed if fam.get(k) == ax.get_title()} <= names and "cuBLAS (strict FP32)" in names
+    plots.tflops_vs_size(bench, tmp_path / "size.png", order=list(cfg.implementations), families=fam)
+    assert (tmp_path / "size.png").read_bytes()[:4] == b"\x89PNG"
