@@ -53,3 +53,21 @@ def test_size_figure_panels_legends_outside_and_no_overlapping_ticks(tmp_path):
         assert {k for k in timed if fam.get(k) == ax.get_title()} <= names and "cuBLAS (strict FP32)" in names
     plots.tflops_vs_size(bench, tmp_path / "size.png", order=list(cfg.implementations), families=fam)
     assert (tmp_path / "size.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_stall_figure_shares_on_a_linear_scale_legend_outside():
+    cfg = cfgmod.load(ROOT / "config" / "config.yaml")
+    ncu = pd.read_csv(FIX / "ncu_metrics.csv")
+    shape = tuple(int(v) for v in ncu[["m", "n", "k"]].iloc[0])
+    fig = plots.stall_figure(ncu, order=list(cfg.implementations), shape=shape)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (ax,) = fig.axes
+    assert ax.get_xscale() == "linear" and ax.get_xlim() == (0.0, 100.0)
+    assert not _overlap(ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer))
+    # each stage's bar adds up to 100% (its reasons as shares of its total)
+    widths: dict[float, float] = {}
+    for patch in ax.patches:
+        y = round(patch.get_y(), 6)
+        widths[y] = widths.get(y, 0.0) + patch.get_width()
+    assert widths and all(abs(w - 100.0) < 1e-6 or w == 0.0 for w in widths.values())

@@ -305,25 +305,39 @@ STALL_ORDER = ["long_scoreboard", "short_scoreboard", "mio_throttle", "barrier",
 
 
 def stall_bars(ncu: pd.DataFrame, out: Path, *, order: list[str], shape) -> None:
-    """Warp-stall breakdown per stage: cycles a warp spends stalled per issued instruction, by reason."""
+    """Warp-stall breakdown per stage: each bar the share of every reason in the stall cycles per issued
+    instruction (linear, 100% a bar), the total written at its end; legend outside the data."""
+    fig = stall_figure(ncu, order=order, shape=shape)
+    if fig is None:
+        placeholder(out, "warp stalls: no Nsight Compute metrics")
+        return
+    _save(fig, out)
+
+
+def stall_figure(ncu: pd.DataFrame, *, order: list[str], shape):
+    """The figure of :func:`stall_bars` (None without metrics), for drawing or inspection."""
     table = _metric_table(ncu, shape)
     cols = [f"stall_{s}" for s in STALL_ORDER if f"stall_{s}" in table.columns]
     if table.empty or not cols:
-        placeholder(out, "warp stalls: no Nsight Compute metrics")
-        return
+        return None
     rows = [k for k in order if k in table.index]
     data = table.loc[rows, cols].fillna(0.0)
     data.columns = [c.removeprefix("stall_") for c in cols]
+    total = data.sum(axis=1)
+    shares = data.div(total.where(total > 0, 1.0), axis=0) * 100.0
     sns.set_theme(style="whitegrid", context="notebook")
-    fig, ax = plt.subplots(figsize=(11, 6))
-    data.plot(kind="bar", stacked=True, ax=ax, colormap="tab20", width=0.8)
-    ax.set_yscale("log") if data.sum(axis=1).max() / max(data.sum(axis=1).min(), 1e-9) > 50 else None
-    ax.set_ylabel("stall cycles per issued instruction")
-    ax.set_xlabel("")
+    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.32 * len(rows)))
+    shares.iloc[::-1].plot(kind="barh", stacked=True, ax=ax, colormap="tab20", width=0.8)
+    for y, k in enumerate(rows[::-1]):
+        ax.text(101, y, f"{total[k]:.1f}", va="center", fontsize=7)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of the stall cycles per issued instruction (%); the number: their total")
+    ax.set_ylabel("")
     ax.set_title(f"Why warps wait, at {shape[0]}x{shape[1]}x{shape[2]}")
-    ax.legend(fontsize=7, ncol=2, loc="upper right")
-    plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
-    _save(fig, out)
+    ax.legend(fontsize=7, ncol=1, loc="upper left", bbox_to_anchor=(1.07, 1.0), frameon=False)
+    plt.setp(ax.get_yticklabels(), fontsize=8)
+    fig.tight_layout()
+    return fig
 
 
 def memory_occupancy(ncu: pd.DataFrame, out: Path, *, order: list[str], shape) -> None:
