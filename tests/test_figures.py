@@ -4,6 +4,7 @@ legends outside the data, tick labels that do not overlap."""
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.text import Text
 
 from sgemm_lab import config as cfgmod
 from sgemm_lab import plots
@@ -71,3 +72,20 @@ def test_stall_figure_shares_on_a_linear_scale_legend_outside():
         y = round(patch.get_y(), 6)
         widths[y] = widths.get(y, 0.0) + patch.get_width()
     assert widths and all(abs(w - 100.0) < 1e-6 or w == 0.0 for w in widths.values())
+
+
+def test_accuracy_figure_labels_never_cover_each_other():
+    cfg = cfgmod.load(ROOT / "config" / "config.yaml")
+    bench, checks = pd.read_csv(FIX / "bench.csv"), pd.read_csv(FIX / "check.csv")
+    ok = bench[bench.status == "ok"]
+    shape = tuple(int(v) for v in ok.loc[ok.m * ok.n * ok.k == (ok.m * ok.n * ok.k).max(), ["m", "n", "k"]].iloc[0])
+    fig = plots.accuracy_figure(bench, checks, order=list(cfg.implementations), shape=shape, precision=cfg.precisions)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (ax,) = fig.axes
+    labels = [Text.get_window_extent(t, renderer) for t in ax.texts]  # the text alone, not its leader line
+    frame = ax.get_window_extent(renderer)
+    assert all(frame.x0 <= b.x0 and b.y0 >= frame.y0 and b.y1 <= frame.y1 + 40 for b in labels)  # beside its point
+    assert len(labels) >= 5
+    assert not any(_overlap(a, b) for i, a in enumerate(labels) for b in labels[i + 1:])
+    assert not _overlap(ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer))

@@ -173,23 +173,71 @@ def accuracy_speed(bench: pd.DataFrame, checks: pd.DataFrame, out: Path, *, orde
     """Worst relative error over the check runs (x, log) against TFLOP/s at ``shape`` (y), one point
     per implementation that has both, coloured by precision class. Uniform inputs only: the other input
     distributions have a table of their own in the report."""
+    fig = accuracy_figure(bench, checks, order=order, shape=shape, precision=precision)
+    if fig is None:
+        placeholder(out, f"no implementation has both check runs and a timing at {shape}")
+        return
+    _save(fig, out)
+
+
+def accuracy_figure(bench: pd.DataFrame, checks: pd.DataFrame, *, order: list[str], shape, precision: dict[str, str]):
+    """The figure of :func:`accuracy_speed` (None without points). Points that sit close together (stages
+    of one family often share their worst error) get their labels stacked, each tied to its point by a
+    thin line, so that no label covers another."""
     from .accuracy import uniform_rows
 
     data = accuracy_points(bench, uniform_rows(checks), order=order, shape=shape, precision=precision)
     if data.empty:
-        placeholder(out, f"no implementation has both check runs and a timing at {shape}")
-        return
+        return None
     sns.set_theme(style="whitegrid", context="notebook")
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(9, 6))
     sns.scatterplot(data=data, x="rel_err", y="tflops", hue="precision", style="precision", s=80, ax=ax)
-    for r in data.itertuples():
-        ax.annotate(r.kernel, (r.rel_err, r.tflops), textcoords="offset points", xytext=(4, 3), fontsize=7)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("worst relative error over the check runs on uniform inputs (vs float64)")
     ax.set_ylabel(f"TFLOP/s at {shape[0]}x{shape[1]}x{shape[2]} (median)")
     ax.set_title("Accuracy against speed")
-    _save(fig, out)
+    ax.legend(title="precision", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    _place_labels(fig, ax, data)
+    return fig
+
+
+def _place_labels(fig, ax, data: pd.DataFrame, pad_px: float = 2.0) -> None:
+    """Labels beside their points (left of those near the right edge), each moved up past any label
+    already placed that it would cover (lowest point first), with a leader line where one had to move."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    to_points = 72.0 / fig.dpi
+    placed = []
+
+    def covers(box) -> bool:
+        return any(box.x0 < b.x1 and b.x0 < box.x1 and box.y0 < b.y1 and b.y0 < box.y1 for b in placed)
+
+    pts = sorted(data.itertuples(), key=lambda r: (ax.transData.transform((r.rel_err, r.tflops))[1], r.kernel))
+    for r in pts:
+        x, _ = ax.transData.transform((r.rel_err, r.tflops))
+        dx, ha = (-5, "right") if x > frame.x0 + 0.75 * frame.width else (5, "left")
+        shift = 0.0
+        while True:
+            moved = dict(arrowprops=dict(arrowstyle="-", color="0.6", linewidth=0.6, shrinkA=0, shrinkB=3)) if shift else {}
+            text = ax.annotate(r.kernel, (r.rel_err, r.tflops), textcoords="offset points",
+                               xytext=(dx, 3 + shift * to_points), fontsize=7, ha=ha, **moved)
+            box = _text_box(text, renderer)
+            if not covers(box):
+                break
+            text.remove()
+            shift += max(1.0, min(b.y1 for b in placed if box.x0 < b.x1 and b.x0 < box.x1 and box.y0 < b.y1
+                                  and b.y0 < box.y1) - box.y0 + pad_px)
+        placed.append(box)
+
+
+def _text_box(text, renderer):
+    """The window extent of an annotation's text alone (an Annotation's own extent includes its arrow)."""
+    from matplotlib.text import Text
+
+    text.update_positions(renderer)  # where its offset puts it (done at draw time otherwise)
+    return Text.get_window_extent(text, renderer)
 
 
 def compare_runs(df: pd.DataFrame, out: Path, *, order: list[str]) -> None:
