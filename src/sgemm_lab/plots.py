@@ -342,8 +342,8 @@ def roofline(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, out: Path, 
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity: 2·M·N·K / DRAM bytes (ncu)")
     ax.set_ylabel("TFLOP/s (median, bench)")
-    ax.set_title(f"Roofline at {m}x{n}x{k}")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(f"Roofline at {m}x{n}x{k} (FMA roof: tensor-core stages run above it)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # outside the data
     _save(fig, out)
 
 
