@@ -27,6 +27,14 @@ def _save(fig, out: Path) -> None:
     io.write_bytes(Path(out), buf.getvalue())
 
 
+def _save_or_say(fig, out: Path, why: str) -> None:
+    """A figure builder's figure as PNG, or, where it had nothing to draw (None), a picture saying why."""
+    if fig is None:
+        placeholder(out, why)
+    else:
+        _save(fig, out)
+
+
 # The library baselines, drawn as black reference lines (not as stages).
 REFERENCE_LINES = {"cublas": ("cuBLAS (strict FP32)", "--"), "cublas_tf32": ("cuBLAS TF32 (tensor cores)", ":")}
 
@@ -35,11 +43,7 @@ def tflops_vs_size(bench: pd.DataFrame, out: Path, order: list[str], families: d
     """TFLOP/s against problem size: one panel per family of stages (``families``: stage -> panel title,
     in the order first met in ``order``), one line per stage, cuBLAS as black reference lines in every
     panel; each panel's legend sits below it, outside the data."""
-    fig = tflops_vs_size_figure(bench, order=order, families=families)
-    if fig is None:
-        placeholder(out, "no verified timings")
-        return
-    _save(fig, out)
+    _save_or_say(tflops_vs_size_figure(bench, order=order, families=families), out, "no verified timings")
 
 
 def _two_lines(label: str) -> str:
@@ -173,11 +177,8 @@ def accuracy_speed(bench: pd.DataFrame, checks: pd.DataFrame, out: Path, *, orde
     """Worst relative error over the check runs (x, log) against TFLOP/s at ``shape`` (y), one point
     per implementation that has both, coloured by precision class. Uniform inputs only: the other input
     distributions have a table of their own in the report."""
-    fig = accuracy_figure(bench, checks, order=order, shape=shape, precision=precision)
-    if fig is None:
-        placeholder(out, f"no implementation has both check runs and a timing at {shape}")
-        return
-    _save(fig, out)
+    _save_or_say(accuracy_figure(bench, checks, order=order, shape=shape, precision=precision), out,
+                 f"no implementation has both check runs and a timing at {shape}")
 
 
 def accuracy_figure(bench: pd.DataFrame, checks: pd.DataFrame, *, order: list[str], shape, precision: dict[str, str]):
@@ -355,11 +356,7 @@ STALL_ORDER = ["long_scoreboard", "short_scoreboard", "mio_throttle", "barrier",
 def stall_bars(ncu: pd.DataFrame, out: Path, *, order: list[str], shape) -> None:
     """Warp-stall breakdown per stage: each bar the share of every reason in the stall cycles per issued
     instruction (linear, 100% a bar), the total written at its end; legend outside the data."""
-    fig = stall_figure(ncu, order=order, shape=shape)
-    if fig is None:
-        placeholder(out, "warp stalls: no Nsight Compute metrics")
-        return
-    _save(fig, out)
+    _save_or_say(stall_figure(ncu, order=order, shape=shape), out, "warp stalls: no Nsight Compute metrics")
 
 
 def stall_figure(ncu: pd.DataFrame, *, order: list[str], shape):
