@@ -4,7 +4,7 @@ from conftest import kernel_entry
 from sgemm_lab import config as cfgmod
 from sgemm_lab import geometry
 from sgemm_lab.config import Shape
-from sgemm_lab.errors import ShapeError
+from sgemm_lab.errors import ConfigError, ShapeError
 
 
 def spec(**over):
@@ -16,6 +16,9 @@ def test_launch_of_every_configured_kernel_covers_c_exactly(lab):
     for k in lab.kernels:
         if k.backend == "host" or k.autotuned:
             continue
+        if k.runs_when and geometry.unsupported_reason(k, shape):  # a path for other shapes (N <= 16)
+            assert "runs_when" in geometry.unsupported_reason(k, shape)
+            continue
         launch = geometry.plan(k, shape)
         assert launch.threads <= 1024
         if k.geometry in ("elementwise", "grid2d"):
@@ -25,6 +28,24 @@ def test_launch_of_every_configured_kernel_covers_c_exactly(lab):
             assert launch.grid == (shape.n // bn, shape.m // bm, 1)
             if "THREADS" not in k.params:  # derived: one thread per TM x TN micro-tile
                 assert launch.threads * k.params.get("TM", 1) * k.params.get("TN", 1) == bm * bn
+
+
+def test_runs_when_decides_the_shapes_a_stage_runs_and_names_itself_in_the_reason():
+    s = spec(shapes="any", params={"BM": 32, "BN": 16, "BK": 128, "THREADS": 256}, runs_when=["N <= BN"])
+    assert geometry.unsupported_reason(s, Shape(m=8192, n=12, k=6144)) is None
+    assert geometry.plan(s, Shape(m=8192, n=16, k=7)).grid == (1, 256, 1)
+    reason = geometry.unsupported_reason(s, Shape(m=8192, n=17, k=6144))
+    assert reason == "runs only where N <= BN (runs_when; M=8192, N=17, K=6144)"
+    with pytest.raises(ShapeError, match="N <= BN"):
+        geometry.plan(s, Shape(m=4, n=64, k=4))
+
+
+def test_runs_when_may_name_only_parameters_and_the_shape():
+    with pytest.raises(ConfigError, match=r"runs_when\[0\].*unknown parameter\(s\) L"):
+        spec(shapes="any", params={"BM": 32, "BN": 16, "BK": 8, "THREADS": 64}, runs_when=["N <= BN and L > 0"])
+    s = spec(shapes="any", params={"BM": 32, "BN": 16, "BK": 8, "THREADS": 64}, runs_when=["M * N <= 16 * BM", "K >= 1"])
+    assert geometry.unsupported_reason(s, Shape(m=32, n=16, k=1)) is None
+    assert "M * N <= 16 * BM" in geometry.unsupported_reason(s, Shape(m=33, n=16, k=1))
 
 
 def test_block_tile_numbers():

@@ -71,6 +71,7 @@ class KernelSpec:
     max_local_bytes: int = 0
     explain: str = ""
     constraints: tuple[str, ...] = ()
+    runs_when: tuple[str, ...] = ()  # expressions over the parameters and M, N, K: the shapes it runs
     shared_bytes: str = "0"
     dynamic_shared: bool = False
     sweep: tuple[Mapping[str, tuple[int, ...]], ...] = ()  # grids; the sweep is the union of their products
@@ -376,6 +377,7 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
             max_local_bytes=k["max_local_bytes"],
             explain=k["explain"].strip(),
             constraints=tuple(k["constraints"]),
+            runs_when=tuple(k["runs_when"]),
             shared_bytes=k["shared_bytes"],
             dynamic_shared=k["dynamic_shared"],
             sweep=sweep,

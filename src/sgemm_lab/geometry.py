@@ -3,7 +3,8 @@
 A kernel's config entry names a geometry rule and gives its compile-time parameters; the rule
 derives the block size, the grid for a shape, and the tile that the shape must be a multiple of.
 The entry's ``constraints`` (integer expressions mirroring the kernel's static_asserts) and
-``shared_bytes`` are checked here too, so that an impossible configuration is rejected before
+``shared_bytes`` are checked here too, its ``runs_when`` (expressions over the parameters and the
+shape's ``M``, ``N``, ``K``) decide which shapes it runs, so that an impossible configuration is rejected before
 anything is compiled. Launchers never compute a grid themselves. Parameter and sweep values must
 lie in int64, and a sweep may expand to at most ``MAX_SWEEP_POINTS`` points; expressions are evaluated
 within the bounds of :mod:`sgemm_lab.expr`, and every refusal names the stage and the config key.
@@ -40,6 +41,7 @@ from .errors import ConfigError, ShapeError
 if TYPE_CHECKING:  # annotations only: config imports this module, not the other way round
     from .config import KernelSpec, Shape
 
+SHAPE_NAMES = ("M", "N", "K")  # the names a runs_when expression may use beside the parameters
 MAX_THREADS_PER_BLOCK = 1024
 MAX_GRID_X = 2**31 - 1
 MAX_GRID_YZ = 65535
@@ -121,6 +123,7 @@ def _expressions(spec: KernelSpec) -> list[tuple[str, str]]:
     """(config key, text) of every expression of ``spec``."""
     out = [(f"constraints[{i}]", c) for i, c in enumerate(spec.constraints)] + [("shared_bytes", spec.shared_bytes)]
     out += [(f"micro_tile[{i}]", t) for i, t in enumerate(spec.micro_tile)]
+    out += [(f"runs_when[{i}]", t) for i, t in enumerate(spec.runs_when)]
     out += [(f"tensor_maps[{i}].box[{j}]", str(b)) for i, m in enumerate(spec.tensor_maps) for j, b in enumerate(m["box"])]
     return out
 
@@ -199,10 +202,12 @@ def check_params(spec: KernelSpec) -> None:
     if spec.geometry in ("elementwise", "host") and spec.shapes != "any":
         raise ConfigError(f"kernel {spec.id}: geometry '{spec.geometry}' handles any shape; set shapes: any")
     known = set(spec.params) | {"THREADS"}  # the names of env(), without computing THREADS (which may divide by 0)
+    shape_names = set(SHAPE_NAMES)
     complete = all(n in spec.params for n in _REQUIRED[spec.geometry])
     for key, text in _expressions(spec):
         try:
-            unknown = expr.names(text, key=key) - known if complete else set()
+            allowed = known | shape_names if key.startswith("runs_when") else known
+            unknown = expr.names(text, key=key) - allowed if complete else set()
         except ConfigError as exc:
             raise ConfigError(f"kernel {spec.id}: {exc}") from None
         if unknown:
@@ -218,7 +223,7 @@ def check_params(spec: KernelSpec) -> None:
         raise ConfigError(f"kernel {spec.id}: {'; '.join(problems)} (params {dict(spec.params)})")
     e = env(spec)
     for key, text in _expressions(spec):  # the rest evaluate too (the traffic model, the tensor maps)
-        evaluate(spec, key, text, e)
+        evaluate(spec, key, text, {**e, **dict.fromkeys(SHAPE_NAMES, 1)} if key.startswith("runs_when") else e)
     if spec.geometry == "block_tile":  # the traffic model divides by the micro-tile
         tiles = zip(spec.micro_tile, micro_tile(spec))
         bad = [f"micro_tile[{i}] '{text}' is {v}" for i, (text, v) in enumerate(tiles) if v <= 0]
@@ -235,6 +240,11 @@ def unsupported_reason(spec: KernelSpec, shape: Shape) -> str | None:
         off = [f"{d}={v}" for d, v, t in (("M", shape.m, bm), ("N", shape.n, bn), ("K", shape.k, bk)) if v % t]
         if off:
             return f"needs M, N, K multiples of {bm}, {bn}, {bk} ({', '.join(off)} not)"
+    if spec.runs_when:
+        names = {**env(spec), "M": shape.m, "N": shape.n, "K": shape.k}
+        failing = [t for i, t in enumerate(spec.runs_when) if not evaluate(spec, f"runs_when[{i}]", t, names)]
+        if failing:
+            return f"runs only where {' and '.join(failing)} (runs_when; M={shape.m}, N={shape.n}, K={shape.k})"
     if spec.geometry != "host":
         grid = _grid(spec, shape)
         if grid[0] > MAX_GRID_X or grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:

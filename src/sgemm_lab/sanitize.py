@@ -2,7 +2,9 @@
 
 Each tool runs the profiling target (``python -m sgemm_lab.profile_target --no-warmup --verify``) on
 one shape: for stages that handle any shape a small shape that is a multiple of nothing (257x131x67);
-for tile-multiple stages a small rectangular multiple of their tile (2*BM x 3*BN x 5*BK). The tools of
+for tile-multiple stages a small rectangular multiple of their tile (2*BM x 3*BN x 5*BK); for a stage
+that runs neither (``runs_when``: a path for narrow outputs), the check shape with the fewest flops that
+it runs. The tools of
 every stage run side by side, one process per core (they check correctness, not speed, and each spends
 most of its two seconds starting up under instrumentation). Clean = exit status 0 with
 ``--error-exitcode`` set, so a reported error can never pass silently.
@@ -15,6 +17,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Sequence
 
 from .config import KernelSpec, Shape
 from .geometry import tile, unsupported_reason
@@ -23,11 +26,15 @@ TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 ODD = Shape(m=257, n=131, k=67)
 
 
-def sanitize_shape(spec: KernelSpec) -> Shape:
+def sanitize_shape(spec: KernelSpec, check_shapes: Sequence[Shape] = ()) -> Shape:
     if unsupported_reason(spec, ODD) is None:
         return ODD
     bm, bn, bk = tile(spec)
-    return Shape(m=2 * bm, n=3 * bn, k=5 * bk)
+    multiple = Shape(m=2 * bm, n=3 * bn, k=5 * bk)
+    if unsupported_reason(spec, multiple) is None:
+        return multiple
+    runs = sorted((s for s in check_shapes if unsupported_reason(spec, s) is None), key=lambda s: s.flops)
+    return runs[0] if runs else multiple  # none: the tool's run fails, naming the reason
 
 
 def summary_line(text: str) -> str:

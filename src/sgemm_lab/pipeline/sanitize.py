@@ -33,7 +33,7 @@ def sanitize(cfg: LabConfig, *, builds: dict[str, tuple[Path | None, Path | None
             log.info("[sanitize %s] not run: %s", impl, exc)
             io.write_csv(outs[impl], [], columns=SANITIZE_COLUMNS)
             continue
-        shapes[impl] = sanitize_shape(spec)
+        shapes[impl] = sanitize_shape(spec, cfg.check.shapes)
         stages[impl] = target_args(config=raw_config, impl=impl, binary=binary, record=record, shapes=[shapes[impl]])
     parallel = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     log.info("[sanitize] %d stages x 4 tools, %d processes at a time", len(stages), parallel)
