@@ -128,3 +128,13 @@ def test_split_k_counts_the_spare_blocks_of_a_cluster():
 def test_no_split_without_workspace_or_for_other_kernels():
     assert geometry.splits(_split_spec(SPLIT_SLOTS=0), Shape(m=512, n=512, k=16384)) == 1
     assert geometry.plan(spec(), Shape(m=64, n=64, k=65536)).grid[2] == 1
+
+
+def test_sanitizers_run_a_narrow_stage_at_the_smallest_check_shape_it_takes():
+    from sgemm_lab.sanitize import ODD, sanitize_shape
+
+    narrow = spec(shapes="any", params={"BM": 32, "BN": 16, "BK": 128, "THREADS": 256}, runs_when=["N <= BN"])
+    checks = [Shape(m=128, n=128, k=128), Shape(m=2000, n=16, k=1000), Shape(m=37, n=3, k=70001)]
+    assert sanitize_shape(narrow, checks) == Shape(m=37, n=3, k=70001)
+    anyshape = spec(shapes="any", params={"BM": 32, "BN": 16, "BK": 128, "THREADS": 256})
+    assert sanitize_shape(anyshape, checks) == ODD

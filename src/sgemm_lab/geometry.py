@@ -3,9 +3,9 @@
 A kernel's config entry names a geometry rule and gives its compile-time parameters; the rule
 derives the block size, the grid for a shape, and the tile that the shape must be a multiple of.
 The entry's ``constraints`` (integer expressions mirroring the kernel's static_asserts) and
-``shared_bytes`` are checked here too, its ``runs_when`` (expressions over the parameters and the
-shape's ``M``, ``N``, ``K``) decide which shapes it runs, so that an impossible configuration is rejected before
-anything is compiled. Launchers never compute a grid themselves. Parameter and sweep values must
+``shared_bytes`` are checked here too, so that an impossible configuration is rejected before
+anything is compiled; its ``runs_when`` (expressions over the parameters and the shape's ``M``, ``N``,
+``K``) say which shapes a stage built for some shapes only runs. Launchers never compute a grid themselves. Parameter and sweep values must
 lie in int64, and a sweep may expand to at most ``MAX_SWEEP_POINTS`` points; expressions are evaluated
 within the bounds of :mod:`sgemm_lab.expr`, and every refusal names the stage and the config key.
 
