@@ -14,12 +14,13 @@
 //   rows are aligned, independently of A and B.
 // - Split-K. A 1024^3 product has 64 tiles of 128 x 128: 0.24 of the 264 blocks the H100 runs at
 //   once. The launch plan (geometry: SPLIT_SLOTS) then splits K into gridDim.z slices, one block
-//   each. Every block stores its partial tile to a workspace and counts itself in; the last block
-//   of a tile to arrive reads all S partials back and adds them in slice order 0, 1, ..., S-1, then writes C. The sum is the
-//   same whichever block arrives last, so results are deterministic (no floating-point atomics).
-//   Workspace and counters are module globals sized by SPLIT_SLOTS; the last block resets its
-//   counter, so the next launch starts from zero. Two launches of this module must therefore not
-//   run at the same time on different streams.
+//   each, as many as the resident blocks allow (132 of a 128 x 96 x 49152 product's 4 tiles of
+//   64 x 64). The partial tiles meet in a fixed binary tree over slice indices: at each node the
+//   second block to arrive adds the other's sum and climbs, so the critical path is log2(S) reads of
+//   a tile, not S, and the sum is the same whatever the order of arrival (no floating-point atomics).
+//   Workspace and counters are module globals sized by SPLIT_SLOTS; the second block at a node
+//   resets its counter, so the next launch starts from zero. Two launches of this module must
+//   therefore not run at the same time on different streams.
 // - Grouped tile order (GROUP_M): consecutive blocks walk GROUP_M tile rows down before moving
 //   right, so the blocks resident at one time share rows of A and columns of B in L2.
 
@@ -99,7 +100,8 @@ static_assert(SPLIT_SLOTS >= 0 && GROUP_M >= 1, "SPLIT_SLOTS >= 0 (0: no split-K
 
 #if SPLIT_SLOTS > 0
 // Split-K scratch: one partial tile per block of a split launch, in the thread-private order
-// [block][quad][thread] (every store and load coalesced), and one arrival counter per tile.
+// [block][quad][thread] (every store and load coalesced), and one arrival counter per node of a tile's
+// tree (S - 1 per tile, from tile * S).
 __device__ float4 splitPartials[SPLIT_SLOTS * QUADS * THREADS];
 __device__ unsigned int splitArrivals[SPLIT_SLOTS];
 #endif
@@ -139,6 +141,13 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
     const int perSplit = (kTiles + gridDim.z - 1) / gridDim.z;
     const int tBegin = blockIdx.z * perSplit, tEnd = min(kTiles, tBegin + perSplit);
     const int fullEnd = max(tBegin, min(tEnd, kFull));
+#if SPLIT_SLOTS > 0
+    // The launch plan keeps tilesM * tilesN * gridDim.z <= SPLIT_SLOTS; anything else would overrun the
+    // split-K workspace, so stop loudly (here, before the main loop, so that nothing of it stays live
+    // across the loop).
+    if (gridDim.z > 1 && tilesM * tilesN * (int)gridDim.z > SPLIT_SLOTS)
+        __trap();
+#endif
 
     const int tid = threadIdx.x;
     const int warp = tid / 32, lane = tid % 32;
@@ -296,55 +305,62 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
     };
 #if SPLIT_SLOTS > 0
     if (gridDim.z > 1) {
-        // The launch plan keeps tilesM * tilesN * gridDim.z <= SPLIT_SLOTS; anything else would
-        // overrun the workspace, so stop loudly.
-        if (tilesM * tilesN * (int)gridDim.z > SPLIT_SLOTS)
-            __trap();
+        // The S slices of this tile meet in a fixed binary tree over slice indices. A block holds the
+        // sum of the span [lo, lo + 2^l); where the sibling span exists it stores that sum at slot lo
+        // and counts itself in at their node, whose midpoint m = parent + 2^l is unique to the node
+        // (so counter m - 1 of the tile's S - 1). The first of the two to arrive stops; the second adds
+        // the other's sum and climbs. Whatever the order of arrival, every node adds the same two sums
+        // (a + b == b + a exactly), so C never depends on timing, and no block waits for another.
         const int S = gridDim.z, z = blockIdx.z;
-        float4* mine = splitPartials + (size_t)(tile * S + z) * QUADS * THREADS + tid;
+        float4* slots = splitPartials + (size_t)tile * S * QUADS * THREADS + tid;  // slot s: + s * QUADS * THREADS
+        unsigned int* counters = splitArrivals + tile * S;
+        __shared__ bool second;  // this block is the second of the two to reach the node
+        int lo = z;
+        for (int span = 1; span < S; span *= 2) {
+            const int parent = lo & ~(2 * span - 1), sib = lo == parent ? parent + span : parent;
+            if (parent + span >= S) {  // no sibling span at this level: climb alone
+                lo = parent;
+                continue;
+            }
+            float4* mine = slots + (size_t)lo * QUADS * THREADS;
 #pragma unroll
-        for (int q = 0; q < QUADS; ++q)
-            __stcg(mine + q * THREADS, quad(q));
-        __threadfence();  // the partial is visible GPU-wide before this block counts itself in
-        __shared__ bool last;  // this block arrived last for its tile
-        __syncthreads();
-        if (tid == 0) {
-            last = atomicAdd(&splitArrivals[tile], 1u) == (unsigned)(S - 1);
-            if (last)
-                splitArrivals[tile] = 0;  // every block of this tile has counted: ready for the next launch
-        }
-        __syncthreads();
-        if (!last)
-            return;
-        __threadfence();  // order the reads of the other partials after the count
-        const float4* parts = splitPartials + (size_t)tile * S * QUADS * THREADS + tid;
-        // Sum the S partials in slice order. The own partial is read back like the others, which
-        // frees the accumulator registers for loads: 8 quads at a time, 4 slices per round trip.
+            for (int q = 0; q < QUADS; ++q)
+                __stcg(mine + q * THREADS, quad(q));
+            __threadfence();  // the sum is visible GPU-wide before this block counts itself in
+            __syncthreads();
+            if (tid == 0) {
+                unsigned int* count = &counters[parent + span - 1];
+                second = atomicAdd(count, 1u) == 1u;
+                if (second)
+                    *count = 0;  // both have counted: ready for the next launch
+            }
+            __syncthreads();
+            if (!second)
+                return;
+            __threadfence();  // order the reads of the sibling's sum after the count
+            const float4* other = slots + (size_t)sib * QUADS * THREADS;
+            // 8 quads in flight at a time: all of them at once would need a second accumulator set.
 #pragma unroll
-        for (int q0 = 0; q0 < QUADS; q0 += 8) {
-            float4 sum[8];
+            for (int q0 = 0; q0 < QUADS; q0 += 8) {
+                float4 v[8];
 #pragma unroll
-            for (int j = 0; j < 8; ++j)
-                sum[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 4
-            for (int s = 0; s < S; ++s) {
+                for (int j = 0; j < 8; ++j)
+                    if (q0 + j < QUADS)
+                        v[j] = __ldcg(other + (q0 + j) * THREADS);
 #pragma unroll
                 for (int j = 0; j < 8; ++j) {
                     if (q0 + j < QUADS) {
-                        const float4 v = __ldcg(parts + ((size_t)s * QUADS + q0 + j) * THREADS);
-                        sum[j].x += v.x;
-                        sum[j].y += v.y;
-                        sum[j].z += v.z;
-                        sum[j].w += v.w;
+                        const int m = (q0 + j) / (FN / 4), n = 4 * ((q0 + j) % (FN / 4));
+                        acc[m][n] += v[j].x;
+                        acc[m][n + 1] += v[j].y;
+                        acc[m][n + 2] += v[j].z;
+                        acc[m][n + 3] += v[j].w;
                     }
                 }
             }
-#pragma unroll
-            for (int j = 0; j < 8; ++j)
-                if (q0 + j < QUADS)
-                    store(q0 + j, sum[j]);
+            lo = parent;
         }
-        return;
+        // The root: the sum of all S slices, in registers.
     }
 #endif
 #pragma unroll
