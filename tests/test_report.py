@@ -392,3 +392,11 @@ def test_the_fp32_accurate_race_takes_3xtf32_stages_that_passed_the_fp32_class(r
     assert "18_wgmma_3xtf32" not in "\n".join(report.fp32_accurate_table(cfg, ok, failed))
     # a run whose checks were not judged against cuBLAS has no such table
     assert report.fp32_accurate_table(cfg, ok, checks.drop(columns="fp32_limit")) == []
+
+
+def test_traffic_model_leaves_out_stages_that_do_not_run_the_shape(lab):
+    # stage 19 runs only narrow outputs (runs_when N <= BN): no predicted traffic at 4096^3, a row at 8192x12x6144
+    square = report.model_table(lab, pd.DataFrame(), (4096, 4096, 4096))
+    narrow = report.model_table(lab, pd.DataFrame(), (8192, 12, 6144))
+    assert "`11_general`" in square and "`19_narrow`" not in square
+    assert "`19_narrow`" in narrow

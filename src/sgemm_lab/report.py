@@ -477,6 +477,7 @@ def model_table(cfg: LabConfig, ncu: pd.DataFrame, shape, dispatch: pd.DataFrame
     """The notes' traffic model next to what Nsight Compute measured, at ``shape`` (a dispatch stage:
     the model of the candidate it runs there)."""
     from .config import Shape
+    from .geometry import unsupported_reason
     from .model import traffic
 
     t = ncu_table(ncu, shape)
@@ -485,6 +486,8 @@ def model_table(cfg: LabConfig, ncu: pd.DataFrame, shape, dispatch: pd.DataFrame
     for spec in cfg.kernels:
         if spec.autotuned or spec.backend == "host":
             continue
+        if not spec.dispatched and unsupported_reason(spec, sh):
+            continue  # a stage that does not run this shape has no traffic there to predict
         target = dispatched_at(cfg, spec, dispatch, sh) if spec.dispatched else spec
         tr = traffic(target, sh) if target is not None else None
         if tr is None:
