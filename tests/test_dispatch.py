@@ -152,3 +152,103 @@ def test_traffic_model_of_a_dispatch_stage_is_that_of_the_candidate_it_runs():
     assert traffic(at, Shape(m=4096, n=4096, k=4096)).global_coeff == traffic(
         cfg.kernel("98_base").with_params(BM=32, BN=32, TM=4), Shape(m=4096, n=4096, k=4096)).global_coeff
     assert dispatched_at(cfg, spec, pd.DataFrame(columns=["kernel"]), Shape(m=1, n=1, k=1)) is None
+
+
+# A rule: a cost model stated in the config, which decides every shape (measured or not).
+RULE = {"cost": "STEP * (1024 // TILES + KSTEPS)", "step": [1, 3]}  # few tiles cost, and so does the step
+
+
+def _ruled(rule=None, **over):
+    return _config({"dispatch_from": "98_base", "candidates": [{}, {"BM": 32, "BN": 32, "TM": 4}],
+                    "rule": rule or RULE, **over})
+
+
+def test_a_rule_runs_the_cheapest_candidate_on_any_shape():
+    cfg = _ruled()
+    spec = dispatch.resolve(cfg, cfg.kernel("99_dispatch"))
+    assert spec.rule.cost == RULE["cost"] and spec.rule.step == (1, 3)
+    # 64 x 64 x 8: one 64 x 64 tile (1 * (1024 + 1)) against four 32 x 32 tiles (3 * (256 + 1))
+    assert dispatch.rule_costs(spec, Shape(m=64, n=64, k=8)) == {0: 1025, 1: 771}
+    assert dispatch.rule_choice(spec, Shape(m=64, n=64, k=8)) == 1
+    assert dispatch.rule_choice(spec, Shape(m=4096, n=4096, k=4096)) == 0  # many tiles: the lower STEP
+    tie = dispatch.resolve(*(lambda c: (c, c.kernel("99_dispatch")))(_ruled({"cost": "K", "step": [1, 3]})))
+    assert dispatch.rule_choice(tie, Shape(m=64, n=64, k=8)) == 0  # a tie goes to the earlier candidate
+
+
+def test_a_rule_skips_candidates_that_cannot_run_the_shape():
+    cfg = _ruled()  # the base needs M, N multiples of its tile (tile_multiple)
+    spec = dispatch.resolve(cfg, cfg.kernel("99_dispatch"))
+    assert dispatch.rule_costs(spec, Shape(m=96, n=96, k=8)) == {1: 3 * (1024 // 9 + 1)}
+    with pytest.raises(LabError, match="no candidate can run 33x33x8"):
+        dispatch.rule_choice(spec, Shape(m=33, n=33, k=8))
+
+
+def test_plan_names_describe_the_split_and_the_waves():
+    from sgemm_lab.config import from_dict
+    from sgemm_lab.configfile import read
+    from sgemm_lab.geometry import plan_names
+
+    spec = from_dict(read(cfgmod.ROOT / "config" / "config.yaml")).kernel("11_general")
+    p = spec.params  # 128 x 128 tiles, BK 16, SPLIT_SLOTS 264
+    got = plan_names(spec, Shape(m=128, n=96, k=49152), step=7)
+    # one tile; 3072 K-steps cut into at most 264 slices of equal depth: 12 K-steps, 256 slices
+    assert (got["TILES"], got["SPLIT"], got["KSTEPS"], got["SLOTS"], got["WAVES"], got["STEP"]) == \
+        (1, 256, 12, p["SPLIT_SLOTS"], 1, 7)
+    big = plan_names(spec, Shape(m=4096, n=4096, k=4096), step=1)
+    assert (big["TILES"], big["SPLIT"], big["KSTEPS"], big["WAVES"]) == (1024, 1, 256, 4)  # 1024 / 264 -> 4
+    assert got["M"] == 128 and got["BM"] == 128 and got["THREADS"] == p["THREADS"]
+
+
+def test_the_table_scores_the_rule_against_the_fastest_candidate():
+    cfg = _ruled()
+    spec = dispatch.resolve(cfg, cfg.kernel("99_dispatch"))
+    sweep = rows([(0, 64, 64, 8, 0.010), (1, 64, 64, 8, 0.012),            # the rule picks 1: 1.2x the fastest
+                  (0, 4096, 4096, 4096, 2.0), (1, 4096, 4096, 4096, 2.5),  # the rule picks 0, the fastest
+                  (0, 128, 128, 8, 0.004), (1, 128, 128, 8, 0.003, False)])  # it picks 1, which did not verify
+    table = dispatch.score_rule(spec, dispatch.pick_table(sweep), sweep)
+    got = {(e["m"], e["candidate"], e["rule_candidate"]): e["rule_gap"] for e in table}
+    assert got == {(64, 0, 1): pytest.approx(1.2), (128, 0, 1): None, (4096, 0, 0): pytest.approx(1.0)}
+
+
+def test_report_prints_the_rules_choice_and_its_distance_from_the_fastest():
+    from sgemm_lab.dispatch_steps import dispatch_rows
+    from sgemm_lab.report import dispatch_table, dispatched_at
+
+    cfg = _ruled()
+    spec = cfg.kernel("99_dispatch")
+    resolved = dispatch.resolve(cfg, spec)
+    sweep = rows([(0, 64, 64, 8, 0.010), (1, 64, 64, 8, 0.012), (0, 4096, 4096, 4096, 2.0),
+                  (1, 4096, 4096, 4096, 2.5), (0, 128, 128, 8, 0.004), (1, 128, 128, 8, 0.003, False)])
+    rec = dict(_build_record(), dispatch_table=dispatch.score_rule(resolved, dispatch.pick_table(sweep), sweep))
+    text = "\n".join(dispatch_table(cfg, spec, pd.DataFrame(dispatch_rows([rec]))))
+    assert "within 3% of its time on 1 of 3 measured shapes; the worst is 128×128×8 at a candidate that did " \
+           "not verify there." in text
+    assert "| 64×64×8 | 0 | BM=32 | 0.01 | 1 | 1.200× | 1 | **1.200×** | 80 |" in text
+    assert "| 128×128×8 | 0 | BM=32 | 0.07 | – | – | 1 | not verified | 80 |" in text
+    assert "| 4096³ | 0 | BM=32 | 68.72 | 1 | 1.250× | 0 | 1.000× | 80 |" in text
+    # the traffic model follows the rule, not the table, on measured and unseen shapes alike
+    assert dispatched_at(cfg, spec, None, Shape(m=64, n=64, k=8)).params["BM"] == 32
+    assert dispatched_at(cfg, spec, None, Shape(m=8192, n=8192, k=64)).params["BM"] == 64
+    assert dispatched_at(cfg, spec, None, Shape(m=33, n=33, k=8)) is None
+
+
+@pytest.mark.parametrize("over, needle", [
+    (dict(rule={"cost": "STEP", "step": [1]}), "rule.step has 1 entries for 2 candidates"),
+    (dict(rule={"cost": "STEP * WAVES", "step": [1, 2]}), "uses WAVES, which it will not have"),
+    (dict(rule={"cost": "STEP * (TILES", "step": [1, 2]}), r"kernels\[1\] \(99_dispatch\): rule.cost .*not valid syntax"),
+    (dict(rule={"cost": "STEP", "step": [1, 0]}), r"kernels\[1\]"),  # a STEP of 0 would make every cost 0
+    (dict(candidates=[{"BM": 32, "BN": 32, "TM": 4}, {"BM": 32, "BN": 32, "TM": 4}]),
+     r"candidates\[1\] is the same configuration as candidates\[0\]"),
+])
+def test_rule_config_errors(over, needle):
+    from sgemm_lab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=needle):
+        _ruled(**over)
+
+
+def test_a_rule_belongs_to_a_dispatch_stage():
+    from sgemm_lab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="rule is for dispatch stages"):
+        cfgmod.from_dict({"kernels": [kernel_entry(rule=RULE)]})

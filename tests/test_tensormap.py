@@ -53,6 +53,15 @@ def test_rows16_stages_take_every_shape_running_odd_rows_as_padded_copies(lab):
     assert all(r.row_bytes % 16 == 0 for r in requests)  # requests() refuses any other pitch
 
 
+def test_padded_copies_cover_every_row_and_column_within_the_grid_limits():
+    from sgemm_lab.gpu import padding
+
+    for rows, cols in [(997, 1504), (1504, 3332), (1, 1), (200_000, 8), (3, 1_000_000), (70_000, 70_000)]:
+        gx, gy = padding.repitch_grid(rows, cols)
+        assert gx * padding.THREADS >= cols  # x covers a row in one pass; rows beyond gy are strided
+        assert 1 <= gy <= min(rows, padding.MAX_GRID_Y)
+
+
 def test_cluster_stages_get_whole_clusters_along_n(lab):
     spec = wgmma(lab)
     assert spec.params["CLUSTER_N"] == 2

@@ -56,6 +56,16 @@ def _frozen(d: Mapping) -> Mapping:
 
 
 @dataclass(frozen=True, kw_only=True)
+class DispatchRule:
+    """How a dispatch stage chooses a candidate on any shape: ``cost`` (an integer expression, see
+    ``sgemm_lab.dispatch.rule_names`` for its names) is evaluated for each candidate, with ``step[i]``
+    as candidate i's ``STEP``, and the cheapest candidate runs."""
+
+    cost: str
+    step: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
 class KernelSpec:
     """One stage of the ladder, as configured. An autotuned stage (``tune_from``) has no source of its
     own until the pipeline resolves it from the tile sweeps (see ``autotune.resolve``)."""
@@ -79,6 +89,7 @@ class KernelSpec:
     tune_from: tuple[str, ...] = ()
     dispatch_from: str = ""  # a per-shape dispatch stage: its base stage (see sgemm_lab.dispatch)
     candidates: tuple[Mapping[str, int], ...] = ()  # ... and the parameter overrides it chooses among
+    rule: DispatchRule | None = None  # ... by this model; without one, by its measured table
     precision: str = "fp32"  # fp32, tf32 or 3xtf32: the class of its tolerance (verify.tolerance_for)
     signature: str = "gemm"
     micro_tile: tuple[str, str] = ("TM", "TN")
@@ -338,6 +349,10 @@ def validate(raw: Mapping[str, Any], *, source: str = "config", origins: "Origin
                 if unknown:
                     raise ConfigError(f"{here}: kernels[{i}] ({k['id']}): candidates[{j}] sets "
                                       f"{', '.join(unknown)}, which {base['id']} has no default for")
+            if "rule" in k:
+                config_rules.dispatch_rule(k, base, f"{here}: kernels[{i}] ({k['id']})")
+        elif "rule" in k:
+            raise ConfigError(f"{here}: kernels[{i}] ({k['id']}): rule is for dispatch stages (dispatch_from)")
         if "source" in k and not (KERNEL_DIR / k["source"]).is_file():
             raise ConfigError(
                 f"{here}: kernels[{i}] ({k['id']}): source file kernels/{k['source']} does not exist"
@@ -385,6 +400,7 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
             tune_from=tuple(k.get("tune_from", ())),
             dispatch_from=k.get("dispatch_from", ""),
             candidates=tuple(_frozen(c) for c in k.get("candidates", ())),
+            rule=DispatchRule(cost=k["rule"]["cost"], step=tuple(k["rule"]["step"])) if "rule" in k else None,
             precision=k["precision"],
             signature=k["signature"],
             micro_tile=tuple(k.get("micro_tile") or (("TM" if "TM" in k["params"] else "1"),

@@ -171,6 +171,34 @@ def stages(cfg: Mapping, where: Where) -> None:
                 _fail(where, ("kernels", i, "source"), f"of CUDA stage {kid} is '{src}': CUDA stages are .cu files")
 
 
+def dispatch_rule(k: Mapping, base: Mapping, here: str) -> None:
+    """A dispatch stage's rule: one STEP per candidate, no two candidates alike (the STEPs would no
+    longer say which is which), and a cost expression over names it will have."""
+    from . import expr
+    from .geometry import PLAN_NAMES
+
+    rule, cands, params = k["rule"], k["candidates"], base.get("params", {})
+    if len(rule["step"]) != len(cands):
+        raise ConfigError(f"{here}: rule.step has {len(rule['step'])} entries for {len(cands)} candidates: "
+                          "one relative time per K-step for each candidate, in their order")
+    merged = [tuple(sorted({**params, **c}.items())) for c in cands]
+    twins = [j for j, m in enumerate(merged) if merged.index(m) != j]
+    if twins:
+        raise ConfigError(f"{here}: candidates[{twins[0]}] is the same configuration as "
+                          f"candidates[{merged.index(merged[twins[0]])}]; a rule tells candidates apart")
+    known = set(params) | {"THREADS"} | set(PLAN_NAMES)
+    if params.get("SPLIT_SLOTS", 0) <= 0:
+        known -= {"SLOTS", "WAVES"}
+    try:
+        used = expr.names(rule["cost"], key="rule.cost")
+    except ConfigError as exc:
+        raise ConfigError(f"{here}: {exc}") from None
+    unknown = sorted(used - known)
+    if unknown:
+        raise ConfigError(f"{here}: rule.cost '{rule['cost']}' uses {', '.join(unknown)}, which it will not have "
+                          f"(names: the parameters of {base['id']}, THREADS, {', '.join(sorted(known - set(params) - {'THREADS'}))})")
+
+
 def check_all(cfg: Mapping, where: Where) -> None:
     """Every rule above, in the order a reader would fix them."""
     verification(cfg, where)

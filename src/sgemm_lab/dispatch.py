@@ -1,14 +1,20 @@
-"""Per-shape dispatch: a stage that runs, on each shape, the fastest verified configuration of another
-stage, chosen from measurements the pipeline made on the GPU at hand.
+"""Per-shape dispatch: a stage that runs, on each shape, one configuration of another stage.
 
 A dispatch stage names a base stage (``dispatch_from``) and a list of ``candidates``: parameter
 overrides of the base. The pipeline times every candidate on every shape the stage will be timed on
-(a shape sweep); :func:`pick_table` turns those rows into the dispatch table, one entry per shape,
-which the build records as data and the report prints. A shape that is not in the table (a check
-shape, say) gets the entry of the nearest measured shape in log space (:func:`choose`), so the rule
-for unseen shapes is part of the same data. The compiled candidates travel as one bundle with the
-table (:func:`pack` / :func:`unpack`). No GPU and no CUDA import here (the launcher that uses the
-bundle is ``sgemm_lab.dispatch_launch``).
+(a shape sweep); :func:`pick_table` turns those rows into the dispatch table, one entry per shape
+with its fastest verified candidate, which the build records as data and the report prints.
+
+How a shape finds its candidate:
+
+- with a ``rule`` (a cost model stated in the config), every shape, measured or not, runs the
+  candidate of the lowest cost (:func:`rule_choice`); the table then says how far the rule's choice
+  is from the best measured one on each shape (:func:`score_rule`);
+- without one, a measured shape runs its table entry and any other shape the entry of the nearest
+  measured shape in log space (:func:`choose`).
+
+The compiled candidates travel as one bundle with the table (:func:`pack` / :func:`unpack`). No GPU
+and no CUDA import here (the launcher that uses the bundle is ``sgemm_lab.dispatch_launch``).
 """
 
 from __future__ import annotations
@@ -45,12 +51,48 @@ def resolve(cfg: LabConfig, spec: KernelSpec) -> KernelSpec:
     the dispatch stage's id, title and explanation; the candidates keep their place."""
     base = cfg.kernel(spec.dispatch_from)
     return replace(base, id=spec.id, title=spec.title, explain=spec.explain, sweep=(), sweep_axes=(),
-                   dispatch_from=spec.dispatch_from, candidates=spec.candidates, suite=spec.suite)
+                   dispatch_from=spec.dispatch_from, candidates=spec.candidates, rule=spec.rule, suite=spec.suite)
 
 
 def candidate_spec(spec: KernelSpec, params: Mapping[str, int]) -> KernelSpec:
     """One candidate of a resolved dispatch stage, as a plain stage of its own (what compiles and launches)."""
-    return replace(spec, dispatch_from="", candidates=()).with_params(**params)
+    return replace(spec, dispatch_from="", candidates=(), rule=None).with_params(**params)
+
+
+def rule_costs(spec: KernelSpec, shape: Shape) -> dict[int, int]:
+    """Candidate index -> the rule's cost on ``shape``, for each candidate that can run it (``spec``
+    resolved, with a rule; candidates as the config lists them, which the config keeps distinct)."""
+    from .geometry import evaluate, plan_names, unsupported_reason
+
+    costs = {}
+    for i, over in enumerate(spec.candidates):
+        cand = candidate_spec(spec, {**spec.params, **over})
+        if unsupported_reason(cand, shape) is None:
+            costs[i] = int(evaluate(cand, "rule.cost", spec.rule.cost, plan_names(cand, shape, spec.rule.step[i])))
+    return costs
+
+
+def rule_choice(spec: KernelSpec, shape: Shape) -> int:
+    """The candidate the rule runs on ``shape``: the lowest cost; ties go to the earlier candidate."""
+    costs = rule_costs(spec, shape)
+    if not costs:
+        raise LabError(f"kernel {spec.id}: no candidate can run {shape}")
+    return min(costs, key=lambda i: (costs[i], i))
+
+
+def score_rule(spec: KernelSpec, table: list[dict], rows: "pd.DataFrame") -> list[dict]:
+    """``table`` with, per shape, the rule's choice (``rule_candidate``) and its time in the shape sweep
+    over the best candidate's (``rule_gap``; None where the rule's choice did not verify there)."""
+    from .autotune import eligible
+
+    ok = eligible(rows)
+    out = []
+    for e in table:
+        pick = rule_choice(spec, Shape(m=e["m"], n=e["n"], k=e["k"]))
+        hit = ok[(ok.m == e["m"]) & (ok.n == e["n"]) & (ok.k == e["k"]) & (ok.candidate == pick)]
+        gap = float(hit["median_ms"].min() / e["median_ms"]) if len(hit) else None
+        out.append(dict(e, rule_candidate=pick, rule_gap=gap))
+    return out
 
 
 def candidate_specs(cfg: LabConfig, spec: KernelSpec) -> list[KernelSpec]:

@@ -4,7 +4,8 @@ table uses, with the table choosing per shape (``sgemm_lab.dispatch``)."""
 from __future__ import annotations
 
 from .config import KernelSpec, Shape
-from .dispatch import candidate_spec, choose, unpack
+from .errors import LabError
+from .dispatch import candidate_spec, choose, rule_choice, unpack
 
 
 def launcher_for(spec: KernelSpec, binary: bytes):
@@ -15,18 +16,27 @@ def launcher_for(spec: KernelSpec, binary: bytes):
 
 
 class DispatchLauncher:
-    """Runs each shape with the candidate the dispatch table gives it (the nearest measured shape's
-    choice for a shape that was not measured). Same call as ``gpu.KernelLauncher``."""
+    """Runs each shape with the candidate its rule gives it, or without a rule the one its dispatch
+    table gives it (the nearest measured shape's choice for a shape that was not measured). Same call
+    as ``gpu.KernelLauncher``. ``spec`` is the resolved dispatch stage (``dispatch.resolve``)."""
 
     def __init__(self, spec: KernelSpec, bundle: bytes):
         from . import gpu
 
         cubins, self.table = unpack(bundle)
         self.spec = spec
-        self.launchers = {idx: gpu.KernelLauncher(candidate_spec(spec, entry["params"]), cubins[idx])
-                          for idx, entry in ((int(e["candidate"]), e) for e in self.table)}
+        if spec.rule is not None:  # the rule may run any candidate: the bundle holds them all
+            params = dict(enumerate({**spec.params, **c} for c in spec.candidates))
+            missing = sorted(set(params) - set(cubins))
+            if missing:
+                raise LabError(f"kernel {spec.id}: its bundle lacks candidates {missing}, which its rule may run")
+        else:
+            params = {int(e["candidate"]): e["params"] for e in self.table}
+        self.launchers = {idx: gpu.KernelLauncher(candidate_spec(spec, p), cubins[idx]) for idx, p in params.items()}
 
     def for_shape(self, shape: Shape):
+        if self.spec.rule is not None:
+            return self.launchers[rule_choice(self.spec, shape)]
         return self.launchers[int(choose(self.table, shape)["candidate"])]
 
     def launch_problem(self, dev) -> str | None:

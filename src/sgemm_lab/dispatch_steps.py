@@ -86,8 +86,13 @@ def build_dispatch(cfg: LabConfig, kernel: str, *, env_json: Path, shape_sweep: 
     table = dispatch.pick_table(pd.read_csv(shape_sweep))
     if not table:
         raise LabError(f"kernel {kernel}: no candidate verified on any shape of the shape sweep ({shape_sweep})")
-    used = dispatch.used_candidates(table)
-    params = {e["candidate"]: e["params"] for e in table}
+    if spec.rule is not None:  # the rule may pick any candidate on a shape not measured: compile them all
+        table = dispatch.score_rule(spec, table, pd.read_csv(shape_sweep))
+        params = dict(enumerate({**spec.params, **c} for c in spec.candidates))
+        used = sorted(params)
+    else:
+        used = dispatch.used_candidates(table)
+        params = {e["candidate"]: e["params"] for e in table}
     arch = io.read_json(env_json)["gpu"]["arch"]
     t0 = time.perf_counter()
     built = gpu.compile_many([dispatch.candidate_spec(spec, params[i]) for i in used], arch, jobs=len(used))
@@ -105,12 +110,15 @@ def build_dispatch(cfg: LabConfig, kernel: str, *, env_json: Path, shape_sweep: 
         raise CompileError(f"kernel {kernel}: {worst['local_bytes']} B of local memory per thread in a candidate "
                            f"(spills or stack); config allows {spec.max_local_bytes}")
     for e in table:
-        log.info("%s: %dx%dx%d -> candidate %d %s (%.2f TFLOP/s; next best %s)", kernel, e["m"], e["n"], e["k"],
-                 e["candidate"], e["params"], e["tflops"],
-                 f"{e['margin']:.3f}x its time" if e["margin"] else "none")
+        log.info("%s: %dx%dx%d -> fastest candidate %d %s (%.2f TFLOP/s; next best %s)%s", kernel, e["m"], e["n"],
+                 e["k"], e["candidate"], e["params"], e["tflops"],
+                 f"{e['margin']:.3f}x its time" if e["margin"] else "none",
+                 "" if spec.rule is None else f"; the rule runs candidate {e['rule_candidate']}" + (
+                     f" at {e['rule_gap']:.3f}x the best time" if e["rule_gap"] else " (not verified there)"))
     rec = dict(worst, kernel=kernel, compile_s=dt, status="ok", source=f"kernels/{spec.source}",
                source_sha256=source_hash(spec), params=dict(spec.params), backend=spec.backend, tuned_from=None,
                dispatch_from=spec.dispatch_from, dispatch_table=table,
+               dispatch_rule=None if spec.rule is None else dict(cost=spec.rule.cost, step=list(spec.rule.step)),
                candidates={str(i): dict(params=params[i], registers=res[i]["registers"],
                                         local_bytes=res[i]["local_bytes"]) for i in used})
     io.write_bytes(binary_out, binary)
@@ -118,7 +126,7 @@ def build_dispatch(cfg: LabConfig, kernel: str, *, env_json: Path, shape_sweep: 
 
 
 DISPATCH_COLUMNS = ["kernel", "m", "n", "k", "candidate", "params", "tflops", "median_ms", "runner_up", "margin",
-                    "registers", "local_bytes"]
+                    "rule_candidate", "rule_gap", "registers", "local_bytes"]
 
 
 def dispatch_rows(builds: list[dict]) -> list[dict]:
@@ -128,6 +136,7 @@ def dispatch_rows(builds: list[dict]) -> list[dict]:
         cands = b.get("candidates") or {}
         for e in b.get("dispatch_table") or []:
             res = cands.get(str(e["candidate"]), {})
-            rows.append(dict(kernel=b["kernel"], **{**e, "params": json.dumps(e["params"], sort_keys=True)},
+            rows.append(dict(kernel=b["kernel"], **{"rule_candidate": None, "rule_gap": None, **e,
+                                                    "params": json.dumps(e["params"], sort_keys=True)},
                              registers=res.get("registers"), local_bytes=res.get("local_bytes")))
     return rows

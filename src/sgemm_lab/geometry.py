@@ -276,6 +276,25 @@ def splits(spec: KernelSpec, shape: Shape) -> int:
     return _cdiv(k_tiles, _cdiv(k_tiles, s))
 
 
+# Names a dispatch rule's cost may use beside the candidate's parameters (see :func:`plan_names`).
+PLAN_NAMES = ("M", "N", "K", "TILES", "SPLIT", "KSTEPS", "SLOTS", "WAVES", "STEP")
+
+
+def plan_names(spec: KernelSpec, shape: Shape, step: int) -> dict[str, int]:
+    """What a dispatch rule knows of ``spec``'s plan for ``shape``: its parameters and THREADS, the
+    shape (``M``, ``N``, ``K``), output ``TILES``, K-slices ``SPLIT`` (:func:`splits`), ``KSTEPS`` (K-steps
+    of one slice), and for a kernel with ``SPLIT_SLOTS`` resident blocks, ``SLOTS`` and ``WAVES`` =
+    ceil(TILES * SPLIT / SLOTS); ``STEP`` is the candidate's relative time per K-step of a wave."""
+    p = spec.params
+    bm, bn, bk = tile(spec)
+    tiles, split = _cdiv(shape.m, bm) * _cdiv(shape.n, bn), splits(spec, shape)
+    names = {**env(spec), "M": shape.m, "N": shape.n, "K": shape.k, "TILES": tiles, "SPLIT": split,
+             "KSTEPS": _cdiv(_cdiv(shape.k, bk), split), "STEP": step}
+    if p.get("SPLIT_SLOTS", 0) > 0:
+        names.update(SLOTS=p["SPLIT_SLOTS"], WAVES=_cdiv(tiles * split, p["SPLIT_SLOTS"]))
+    return names
+
+
 def _grid(spec: KernelSpec, shape: Shape) -> tuple[int, int, int]:
     if spec.geometry == "elementwise":
         return (_cdiv(shape.m * shape.n, spec.params["BLOCK"]), 1, 1)

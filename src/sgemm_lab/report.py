@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from .config import BASELINES, GPU_BASELINES, LabConfig
+from .errors import LabError
 
 BASELINE_TITLES = {"cublas": "cuBLAS SGEMM (strict FP32)", "cublas_tf32": "cuBLAS SGEMM (TF32 tensor-op math)",
                    "numpy": "NumPy float32 matmul (CPU BLAS)"}
@@ -386,30 +387,55 @@ NCU_KEYS = [("duration", "duration"), ("sm_throughput_pct", "SM throughput %"),
             ("tensor_pipe_pct", "tensor pipe busy %")]
 
 
+RULE_CLOSE = 1.03  # a rule's choice this close to the fastest candidate's time counts as found
+
+
 def dispatch_table(cfg: LabConfig, spec, rows: pd.DataFrame) -> list[str]:
-    """A dispatch stage's table as its build recorded it: per measured shape the chosen candidate (its
+    """A dispatch stage's table as its build recorded it: per measured shape the fastest candidate (its
     parameters where they differ from the base stage's), its speed in the shape sweep and the margin
-    over the next best candidate."""
+    over the next best candidate; for a stage with a rule, also the rule's choice and how far its time
+    is from the fastest's."""
     import json
 
     base = dict(cfg.kernel(spec.dispatch_from).params)
     mine = rows[rows.kernel == spec.id] if len(rows) else rows
     if mine.empty:
         return ["No dispatch table (the build did not make one)."]
+    ruled = spec.rule is not None and "rule_candidate" in mine and mine["rule_candidate"].notna().any()
     body = []
     for r in mine.itertuples():
         params = json.loads(r.params)
         diff = ", ".join(f"{k}={v}" for k, v in params.items() if base.get(k) != v) or "as the base"
         margin = f"{r.margin:.3f}×" if r.margin == r.margin and r.margin is not None else "–"
         runner = f"{int(r.runner_up)}" if r.runner_up == r.runner_up and r.runner_up is not None else "–"
-        body.append([shape_label(r.m, r.n, r.k), str(int(r.candidate)), diff, f"{r.tflops:.2f}", runner, margin,
-                     _fmt(r.registers, ".0f")])
-    return [f"Dispatch table ({len(mine)} shapes measured by the shape sweep, `dispatch/{spec.id}.csv`; a shape "
-            "not in it runs the choice of the nearest measured shape, by the sum of |log2| ratios of M, N and K). "
-            f"Candidates are parameter overrides of `{spec.dispatch_from}`; margin = time of the next best "
-            "candidate / time of the chosen one, in the shape sweep.", "",
-            md_table(["shape", "candidate", "parameters (vs base)", "TFLOP/s", "next best", "margin", "registers"],
-                     body, align="lrlrrrr"), ""]
+        row = [shape_label(r.m, r.n, r.k), str(int(r.candidate)), diff, f"{r.tflops:.2f}", runner, margin]
+        if ruled:
+            gap = r.rule_gap
+            row += [str(int(r.rule_candidate)), f"**{gap:.3f}×**" if gap == gap and gap > RULE_CLOSE
+                    else (f"{gap:.3f}×" if gap == gap else "not verified")]
+        body.append(row + [_fmt(r.registers, ".0f")])
+    head = ["shape", "fastest", "parameters (vs base)", "TFLOP/s", "next best", "margin"]
+    if not ruled:
+        return [f"Dispatch table ({len(mine)} shapes measured by the shape sweep, `dispatch/{spec.id}.csv`; a shape "
+                "not in it runs the choice of the nearest measured shape, by the sum of |log2| ratios of M, N and K). "
+                f"Candidates are parameter overrides of `{spec.dispatch_from}`; margin = time of the next best "
+                "candidate / time of the chosen one, in the shape sweep.", "",
+                md_table(head + ["registers"], body, align="lrlrrrr"), ""]
+    gaps = mine["rule_gap"].astype(float)
+    close = int((gaps <= RULE_CLOSE).sum())
+    worst = mine.loc[gaps.fillna(float("inf")).idxmax()]
+    steps = ", ".join(f"{i}: {s}" for i, s in enumerate(spec.rule.step))
+    return [f"The rule runs every shape, measured or not, on the candidate of the lowest cost "
+            f"`{spec.rule.cost}` (STEP per candidate: {steps}; the names are the candidate's plan for the "
+            "shape, `sgemm_lab.geometry.plan_names`). Against the fastest candidate of the shape sweep "
+            f"(`dispatch/{spec.id}.csv`): within {RULE_CLOSE - 1:.0%} of its time on {close} of {len(mine)} measured "
+            f"shapes; the worst is {shape_label(worst.m, worst.n, worst.k)} at "
+            + (f"{worst.rule_gap:.3f}× the fastest's time." if worst.rule_gap == worst.rule_gap
+               else "a candidate that did not verify there.")
+            + f" Candidates are parameter overrides of `{spec.dispatch_from}`; margin = time of the next best "
+            "candidate / the fastest's; rule / fastest = time of the rule's choice / the fastest's (bold beyond "
+            f"{RULE_CLOSE:.2f}×).", "",
+            md_table(head + ["rule's choice", "rule / fastest", "registers"], body, align="lrlrrrrrr"), ""]
 
 
 def ncu_table(ncu: pd.DataFrame, shape) -> pd.DataFrame:
@@ -460,17 +486,24 @@ def not_profiled(ncu: pd.DataFrame | None) -> list[str]:
 
 
 def dispatched_at(cfg: LabConfig, spec, rows: pd.DataFrame | None, shape):
-    """The candidate of dispatch stage ``spec`` that its table runs at ``shape``, as a plain stage
-    (None without a table)."""
+    """The candidate of dispatch stage ``spec`` that it runs at ``shape`` (by its rule, else by its
+    table), as a plain stage (None for a stage without a rule and without a table)."""
     import json
 
-    from .dispatch import candidate_spec, choose, resolve
+    from .dispatch import candidate_spec, choose, resolve, rule_choice
 
+    resolved = resolve(cfg, spec)
+    if spec.rule is not None:
+        try:
+            pick = rule_choice(resolved, shape)
+        except LabError:  # no candidate runs the shape
+            return None
+        return candidate_spec(resolved, {**resolved.params, **spec.candidates[pick]})
     mine = rows[rows.kernel == spec.id] if rows is not None and len(rows) else None
     if mine is None or mine.empty:
         return None
     entry = choose([dict(r, params=json.loads(r["params"])) for r in mine.to_dict("records")], shape)
-    return candidate_spec(resolve(cfg, spec), entry["params"])
+    return candidate_spec(resolved, entry["params"])
 
 
 def model_table(cfg: LabConfig, ncu: pd.DataFrame, shape, dispatch: pd.DataFrame | None = None) -> str | None:
@@ -725,9 +758,12 @@ def _stage(run: _Run, spec) -> list[str]:
             out.append(f"Chosen by the pipeline from the tile sweeps of {', '.join(f'`{t}`' for t in spec.tune_from)}: "
                        f"`{r['tuned_from']}` with {r['params']} ({r['tuned_tflops']:.2f} TFLOP/s at {r['tuned_on']} in the sweep).")
         if spec.dispatched:
+            how = ("chosen by a cost model stated in the config and scored against the pipeline's own "
+                   "measurements on this GPU" if spec.rule is not None else
+                   "chosen by the pipeline from its own measurements on this GPU")
             out.append(f"Runs each shape with one of {len(spec.candidates)} configurations of "
-                       f"`{spec.dispatch_from}`, chosen by the pipeline from its own measurements on this GPU "
-                       "(the table below). Build figures are the largest over the candidates it uses.")
+                       f"`{spec.dispatch_from}`, {how} (the table below). Build figures are the largest over the "
+                       "candidates it uses.")
         if r.get("backend", "cuda") == "host":
             out.append(f"Build: host C, `{r['source']}` (`{' '.join(eval_list(r['options']))}`).")
         else:
