@@ -252,3 +252,10 @@ def test_a_rule_belongs_to_a_dispatch_stage():
 
     with pytest.raises(ConfigError, match="rule is for dispatch stages"):
         cfgmod.from_dict({"kernels": [kernel_entry(rule=RULE)]})
+
+
+def test_a_dispatch_stage_computes_and_is_judged_as_its_base():
+    base = kernel_entry(id="98_base", constraints=["BM * BK == THREADS", "BK * BN == THREADS"], precision="3xtf32")
+    cfg = cfgmod.from_dict({"kernels": [base, dict(id="99_dispatch", title="d", dispatch_from="98_base",
+                                                   candidates=[{}])]})
+    assert cfg.kernel("99_dispatch").precision == "3xtf32" and cfg.precisions["99_dispatch"] == "3xtf32"

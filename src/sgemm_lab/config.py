@@ -401,7 +401,9 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
             dispatch_from=k.get("dispatch_from", ""),
             candidates=tuple(_frozen(c) for c in k.get("candidates", ())),
             rule=DispatchRule(cost=k["rule"]["cost"], step=tuple(k["rule"]["step"])) if "rule" in k else None,
-            precision=k["precision"],
+            # a dispatch stage runs its base stage's kernel: it computes, and is judged, as that stage
+            precision=next(b.precision for b in kernels if b.id == k["dispatch_from"]) if "dispatch_from" in k
+            else k["precision"],
             signature=k["signature"],
             micro_tile=tuple(k.get("micro_tile") or (("TM" if "TM" in k["params"] else "1"),
                                                      ("TN" if "TN" in k["params"] else "1"))),
