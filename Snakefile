@@ -28,11 +28,13 @@ include: "workflow/rules/ceilings.smk"
 include: "workflow/rules/failures.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/compare.smk"
+include: "workflow/rules/rerender.smk"
 
 
 localrules:
     all,
     compare,
+    rerender,
 
 
 rule all:

@@ -94,7 +94,11 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], StepStatus | None]:
                                      statuses=[Path(p) for p in getattr(i, "statuses", [])],
                                      start_json=Path(smk.params.start), out=Path(o[0]),
                                      steps_out=Path(o.steps) if hasattr(o, "steps") else None,
-                                     dispatch_csv=_optional(getattr(i, "dispatch", None))),
+                                     dispatch_csv=_optional(getattr(i, "dispatch", None)),
+                                     run_out=Path(o.run) if hasattr(o, "run") else None),
+        "rerender": lambda c: s.rerender(c, run_dir=Path(smk.params.run_dir),
+                                         configfiles=[Path(p) for p in smk.params.configfiles],
+                                         log_path=Path(smk.log[0]) if smk.log else None),
     }
     return table[step]
 

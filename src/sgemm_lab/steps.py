@@ -2,7 +2,7 @@
 
 Each lives in the module of ``sgemm_lab.pipeline`` named after its rule: ``environment`` (environment,
 ceilings), ``build``, ``points`` (check, bench), ``sweep``, ``epilogue``, ``profile``, ``sanitize``,
-``failures`` (failure_tests) and ``report`` (aggregate, plot, report); ``common`` holds what they share
+``failures`` (failure_tests) and ``report`` (aggregate, plot, report, rerender); ``common`` holds what they share
 (seeds, the concrete spec of an implementation, provenance columns). The shape sweep and the build of a
 dispatch stage are in ``sgemm_lab.dispatch_steps``.
 
@@ -18,11 +18,11 @@ from .pipeline.epilogue import epilogue
 from .pipeline.failures import failure_tests
 from .pipeline.points import BENCH_COLUMNS, bench, check, point_worker
 from .pipeline.profile import PROFILE_COLUMNS, profile
-from .pipeline.report import aggregate, plot, report
+from .pipeline.report import aggregate, plot, report, rerender
 from .pipeline.sanitize import SANITIZE_COLUMNS, sanitize
 from .pipeline.sweep import sweep, sweep_worker, time_points
 
 __all__ = ["BENCH_COLUMNS", "PROFILE_COLUMNS", "SANITIZE_COLUMNS", "_epilogue_variants", "add_provenance",
            "aggregate", "base_seed", "bench", "build", "ceilings", "check", "environment", "epilogue",
            "failure_tests", "load_spec", "machine", "plot", "point_problems", "point_seed", "point_worker",
-           "profile", "report", "sanitize", "sweep", "sweep_worker", "time_points"]
+           "profile", "report", "rerender", "sanitize", "sweep", "sweep_worker", "time_points"]

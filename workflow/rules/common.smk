@@ -204,3 +204,10 @@ onsuccess:
         sys.exit(1)
     if line:
         print(line.replace("sgemm-lab:", "sgemm-lab (strict: false, exit 0):", 1), file=sys.stderr)
+
+
+# snakemake --report packs a finished run's report; Snakemake's own refusal when there is none names one of
+# the files it misses ("... marked for report but does not exist"), not what to do.
+if "--report" in sys.argv and not Path(f"{REPORTS}/report.md").exists():
+    raise WorkflowError(f"--report: run '{RUN}' has no report here yet ({REPORTS}/report.md): run the pipeline "
+                        "first, or pack a committed run: snakemake --report reports/h100/report.html --config run=h100")

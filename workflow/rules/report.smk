@@ -8,6 +8,9 @@
 # on every invocation until the input is fixed.
 
 
+from sgemm_lab.pipeline.run_files import FIGURES
+
+
 rule aggregate:
     """Tidy tables over all implementations: bench.csv (one row per measurement), check.csv, build.csv,
     and dispatch.csv (the tables of the dispatch stages, one row per stage and measured shape)."""
@@ -46,15 +49,15 @@ rule plot:
         ceilings=ceilings_input(),
         sweeps=all_sweeps(),
     output:
-        size=report(update(f"{REPORTS}/figures/tflops_vs_size.png"), caption="../report/tflops_vs_size.rst",
+        size=report(update(f"{REPORTS}/figures/{FIGURES['size']}"), caption="../report/tflops_vs_size.rst",
                     category="Ladder"),
-        ladder=report(update(f"{REPORTS}/figures/ladder.png"), caption="../report/ladder.rst", category="Ladder"),
-        accuracy=report(update(f"{REPORTS}/figures/accuracy.png"), caption="../report/accuracy.rst",
+        ladder=report(update(f"{REPORTS}/figures/{FIGURES['ladder']}"), caption="../report/ladder.rst", category="Ladder"),
+        accuracy=report(update(f"{REPORTS}/figures/{FIGURES['accuracy']}"), caption="../report/accuracy.rst",
                         category="Ladder"),
-        roofline=report(update(f"{REPORTS}/figures/roofline.png"), caption="../report/roofline.rst",
+        roofline=report(update(f"{REPORTS}/figures/{FIGURES['roofline']}"), caption="../report/roofline.rst",
                         category="Profile"),
-        stalls=report(update(f"{REPORTS}/figures/stalls.png"), caption="../report/stalls.rst", category="Profile"),
-        memory=report(update(f"{REPORTS}/figures/memory.png"), caption="../report/memory.rst", category="Profile"),
+        stalls=report(update(f"{REPORTS}/figures/{FIGURES['stalls']}"), caption="../report/stalls.rst", category="Profile"),
+        memory=report(update(f"{REPORTS}/figures/{FIGURES['memory']}"), caption="../report/memory.rst", category="Profile"),
         heatmaps=[
             report(update(f"{REPORTS}/figures/sweep_{k}.png"), caption="../report/sweep.rst",
                    category="Tile sweeps", subcategory=k)
@@ -89,6 +92,7 @@ rule report:
     output:
         report(update(f"{REPORTS}/report.md"), caption="../report/report.rst", category="Report"),
         steps=update(f"{REPORTS}/steps.csv"),
+        run=update(f"{REPORTS}/run.json"),
         status=f"{RESULTS}/status/report.json",
     log:
         f"{RESULTS}/logs/report.log",

@@ -11,11 +11,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .. import io
+from .. import io, outcome
 from ..config import LabConfig
+from ..errors import LabError
 from ..outcome import FAILED, StepStatus, first_line
 from .common import add_provenance, log, one_gpu_model
 from .profile import PROFILE_COLUMNS
+from .run_files import FIGURES, RUN_TABLES
 from .sanitize import SANITIZE_COLUMNS
 
 # Columns the steps rely on, per table; a table whose header lacks one is not the table expected.
@@ -147,24 +149,28 @@ def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path 
 def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path, env_json: Path, figures: list[Path],
            sweeps: list[Path], epilogues: list[Path], ncu_csv: Path, ceilings_json: Path | None, sanitize_csv: Path,
            start_json: Path | None, out: Path, failures_csv: Path | None = None, statuses: list[Path] = (),
-           steps_out: Path | None = None, dispatch_csv: Path | None = None) -> None:
-    """The markdown report, and ``steps.csv``: what became of every step (status, message, log, seconds)."""
+           steps_out: Path | None = None, dispatch_csv: Path | None = None, run_out: Path | None = None,
+           records: "list[outcome.StepRecord] | None" = None, run: dict | None = None) -> None:
+    """The markdown report; ``steps.csv``, what became of every step (status, message, log, seconds); and
+    ``run.json``, the command and wall time of the run. A run drawn again (``rerender``) passes the
+    ``records`` and ``run`` it committed instead of the status files and start record of a live run."""
     from dataclasses import asdict
 
     import pandas as pd
 
-    from .. import outcome
     from ..report import render
 
     def table(path, what, *required):
         return io.read_table(path, required=required, rows=False, what=what)
 
-    start = _record(start_json, "the run's start record") if start_json and Path(start_json).exists() else {}
-    started = start.get("started_unix")
+    if run is None:
+        start = _record(start_json, "the run's start record") if start_json and Path(start_json).exists() else {}
+        started = start.get("started_unix")
+        run = {"command": start.get("command"), "wall_s": round(time.time() - started, 1) if started else None}
     base = Path(out).parent
-    records = outcome.read_all(statuses)
+    records = outcome.read_all(statuses) if records is None else records
     ceil = io.read_json_checked(ceilings_json, what="the measured ceilings") if ceilings_json else None
-    text = render(cfg, command=start.get("command"), bench=table(bench_csv, "the run's bench table", *STAGE_BENCH),
+    text = render(cfg, command=run.get("command"), bench=table(bench_csv, "the run's bench table", *STAGE_BENCH),
                   checks=table(check_csv, "the run's check table", "kernel", "status"),
                   builds=table(build_csv, "the run's build table", "kernel"),
                   env=_record(env_json, "the environment record"),
@@ -175,9 +181,87 @@ def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path,
                   ceilings=ceil if isinstance(ceil, dict) and "fp32_tflops" in ceil else None,
                   sanitize=table(sanitize_csv, "the run's sanitizer table", "kernel"),
                   failures=table(failures_csv, "the failure tests' table", "case") if failures_csv else None,
-                  outcomes=records, wall_s=(time.time() - started) if started else None,
+                  outcomes=records, wall_s=run.get("wall_s"),
                   dispatch=table(dispatch_csv, "the dispatch table", "kernel") if dispatch_csv else None)
     if steps_out is not None:
         io.write_csv(steps_out, pd.DataFrame([asdict(r) for r in records], columns=outcome.COLUMNS))
+    if run_out is not None:
+        io.write_json(run_out, {"command": run.get("command"), "wall_s": run.get("wall_s")})
     io.write_text(out, text)
+
+
+def committed_sweeps(cfg: LabConfig, run_dir: Path) -> list[Path]:
+    """The tile sweeps a run committed, of stages the configuration still has, in its order."""
+    have = {p.stem: p for p in Path(run_dir, "sweeps").glob("*.csv")}
+    return [have[k.id] for k in cfg.kernels if k.id in have]
+
+
+def rerender(cfg: LabConfig, *, run_dir: Path, configfiles: list[Path] = (), html: bool = True,
+             log_path: Path | None = None) -> StepStatus | None:
+    """A finished run's figures and ``report.md`` drawn again from the tables it committed in ``run_dir``
+    (``reports/<run>/``), on any machine: no GPU and no ``results/``; then (``html``) its HTML report,
+    ``report.html`` beside them. What became of its steps and its command and wall time come from its
+    ``steps.csv`` and ``run.json`` (a run from before ``run.json`` existed is drawn without its wall
+    time); the configuration is the current one (the base config and ``configfiles``). The tables are
+    read, never written."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    run_dir = Path(run_dir)
+    cfg = replace(cfg, run=run_dir.name)
+    missing = [name for name in RUN_TABLES if not (run_dir / name).is_file()]
+    if missing:
+        raise io.DamagedFile(f"{run_dir}: not the tables of a finished run (no {', '.join(missing)})")
+
+    def optional(name: str) -> Path | None:
+        return run_dir / name if (run_dir / name).is_file() else None
+
+    steps = io.read_table(run_dir / "steps.csv", required=outcome.COLUMNS, rows=False, what="the run's step table")
+    records = [outcome.StepRecord(step=str(r.step), kernel=_text(r.kernel) or None, status=str(r.status),
+                                  message=_text(r.message), log=_text(r.log) or None, seconds=float(r.seconds))
+               for r in steps.itertuples()]
+    run = _record(run_dir / "run.json", "the run record") if optional("run.json") else {}
+    figs = run_dir / "figures"
+    outs = SimpleNamespace(**{name: figs / file for name, file in FIGURES.items()})
+    sweeps = committed_sweeps(cfg, run_dir)
+    heatmaps = [figs / f"sweep_{p.stem}.png" for p in sweeps]
+    status = plot(cfg, bench_csv=run_dir / "bench.csv", ncu_csv=run_dir / "ncu_metrics.csv",
+                  ceilings_json=optional("ceilings.json"), outs=outs, sweeps=sweeps, heatmaps=heatmaps,
+                  check_csv=run_dir / "check.csv")
+    report(cfg, bench_csv=run_dir / "bench.csv", check_csv=run_dir / "check.csv", build_csv=run_dir / "build.csv",
+           env_json=run_dir / "environment.json", figures=list(vars(outs).values()) + heatmaps, sweeps=sweeps,
+           epilogues=sorted(Path(run_dir, "epilogue").glob("*.csv")), ncu_csv=run_dir / "ncu_metrics.csv",
+           ceilings_json=optional("ceilings.json"), sanitize_csv=run_dir / "sanitize.csv", start_json=None,
+           out=run_dir / "report.md", failures_csv=optional("failure_tests.csv"),
+           dispatch_csv=optional("dispatch.csv"), records=records, run=run)
+    if html:
+        html_report(run_dir, configfiles, log_path=log_path)
+    return status
+
+
+def html_report(run_dir: Path, configfiles: list[Path] = (), *, log_path: Path | None = None) -> Path:
+    """``snakemake --report`` on a run's files as they stand: ``run_dir/report.html``, one self-contained
+    page of the report and its figures (Snakemake's own report; what it says goes to ``log_path``)."""
+    import subprocess
+    import sys
+
+    from ..logs import append
+
+    out = Path(run_dir) / "report.html"
+    cmd = [sys.executable, "-m", "snakemake", "--report", str(out), "--nolock", "--config", f"run={Path(run_dir).name}"]
+    if configfiles:
+        cmd += ["--configfile", *map(str, configfiles)]
+    log.info("HTML report: %s", out)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    append(log_path, " ".join(cmd) + "\n" + proc.stdout + proc.stderr)
+    if proc.returncode != 0 or not out.is_file():
+        said = (proc.stderr or proc.stdout).strip().splitlines()
+        raise LabError(f"snakemake --report for {run_dir} failed (exit {proc.returncode}): "
+                       f"{first_line(said[-1]) if said else 'no output'}")
+    return out
+
+
+def _text(cell) -> str:
+    """A text cell of a table read back: empty for a missing one (pandas reads an empty cell as NaN)."""
+    return "" if cell is None or cell != cell else str(cell)
 
