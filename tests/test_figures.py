@@ -89,3 +89,25 @@ def test_accuracy_figure_labels_never_cover_each_other():
     assert len(labels) >= 5
     assert not any(_overlap(a, b) for i, a in enumerate(labels) for b in labels[i + 1:])
     assert not _overlap(ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer))
+
+
+def test_roofline_draws_the_tensor_roof_where_it_was_measured_legend_outside():
+    cfg = cfgmod.load(ROOT / "config" / "config.yaml")
+    bench, ncu = pd.read_csv(FIX / "bench.csv"), pd.read_csv(FIX / "ncu_metrics.csv")
+    ceilings = {"fp32_tflops": 59.8, "dram_gbps": 3010.0}
+    shape = (4096, 4096, 4096)
+    fig = plots.roofline_figure(bench, ncu, ceilings, order=list(cfg.implementations), shape=shape)
+    ax = fig.axes[0]
+    drawn = [ln.get_linestyle() for ln in ax.get_lines() if ln.get_linestyle() != "None"]
+    assert drawn == ["-"] and "FMA roof only" in ax.get_title()
+    fig = plots.roofline_figure(bench, ncu, {**ceilings, "tf32_tflops": 480.0}, order=list(cfg.implementations),
+                                shape=shape)
+    ax = fig.axes[0]
+    roofs = {ln.get_linestyle(): max(ln.get_ydata()) for ln in ax.get_lines() if ln.get_linestyle() != "None"}
+    assert roofs == {"-": 59.8, "--": 480.0}
+    assert "TF32 roof" in ax.get_title()
+    fig.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    assert legend.x0 >= ax.get_window_extent().x1  # outside the data
+    assert any("TF32 tensor cores" in t.get_text() for t in ax.get_legend().get_texts())
+    assert isinstance(plots.roofline_figure(bench, ncu, {}, order=list(cfg.implementations), shape=shape), str)

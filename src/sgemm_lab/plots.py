@@ -313,15 +313,20 @@ def _metric_table(ncu: pd.DataFrame, shape) -> pd.DataFrame:
 
 
 def roofline(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, out: Path, *, order: list[str], shape) -> None:
-    """Measured TFLOP/s against FLOPs per DRAM byte (ncu), under the measured FMA and DRAM ceilings."""
+    """Measured TFLOP/s against FLOPs per DRAM byte (ncu), under the measured FMA and DRAM ceilings and,
+    where the ceilings step measured one, the TF32 tensor-core ceiling."""
+    fig = roofline_figure(bench, ncu, ceilings, order=order, shape=shape)
+    _save_or_say(None if isinstance(fig, str) else fig, out, fig if isinstance(fig, str) else "")
+
+
+def roofline_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, order: list[str], shape):
+    """The figure of :func:`roofline`, or a string saying why there is none."""
     table = _metric_table(ncu, shape)
     ok = _at_shape(bench[bench.status == "ok"], shape).set_index("kernel")
     if table.empty or "dram_bytes_read" not in table:
-        placeholder(out, "roofline: no Nsight Compute metrics (profiling disabled or unavailable)")
-        return
+        return "roofline: no Nsight Compute metrics (profiling disabled or unavailable)"
     if "fp32_tflops" not in ceilings:
-        placeholder(out, "roofline: no measured ceilings (the ceilings step did not run or failed)")
-        return
+        return "roofline: no measured ceilings (the ceilings step did not run or failed)"
     m, n, k = shape
     flops = 2.0 * m * n * k
     pts = []
@@ -337,15 +342,21 @@ def roofline(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, out: Path, 
     hi = max(5000.0, pts.intensity.max() * 2) if len(pts) else 5000.0
     xs = np.logspace(np.log10(lo), np.log10(hi), 200)
     ax.plot(xs, np.minimum(peak, xs * bw), color="black", linewidth=2, label=f"measured roof: {peak:.1f} TFLOP/s FMA, {bw:.2f} TB/s DRAM")
+    tensor = ceilings.get("tf32_tflops")
+    if tensor:  # the tensor-core stages' own roof (Hopper's wgmma, measured by the ceilings step)
+        ax.plot(xs, np.minimum(tensor, xs * bw), color="black", linewidth=1.5, linestyle="--",
+                label=f"measured roof: {tensor:.0f} TFLOP/s TF32 tensor cores (wgmma)")
     sns.scatterplot(data=pts, x="intensity", y="tflops", hue="kernel", hue_order=list(pts.kernel), style="kernel",
                     s=90, ax=ax, palette="viridis")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity: 2·M·N·K / DRAM bytes (ncu)")
     ax.set_ylabel("TFLOP/s (median, bench)")
-    ax.set_title(f"Roofline at {m}x{n}x{k} (FMA roof: tensor-core stages run above it)")
+    ax.set_title(f"Roofline at {m}x{n}x{k}: CUDA-core stages under the FMA roof, tensor-core stages under the "
+                 "TF32 roof" if tensor else f"Roofline at {m}x{n}x{k} (FMA roof only: no tensor roof measured on "
+                 "this GPU; tensor-core stages run above it)", fontsize=11)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # outside the data
-    _save(fig, out)
+    return fig
 
 
 STALL_ORDER = ["long_scoreboard", "short_scoreboard", "mio_throttle", "barrier", "math_pipe_throttle", "not_selected",

@@ -713,8 +713,10 @@ def _profile(run: _Run) -> list[str]:
     if prof.empty:
         return out + ["No Nsight Compute metrics: " + ("; ".join(unavailable) if unavailable else "profiling unavailable") + ".", ""]
     if ceilings:
+        tensor = (f"TF32 tensor-core probe (wgmma m64n256k8) **{ceilings['tf32_tflops']:.0f} TFLOP/s**, "
+                  if ceilings.get("tf32_tflops") else "")
         out.append(f"Measured ceilings of this GPU: FP32 FMA probe **{ceilings['fp32_tflops']:.1f} TFLOP/s**, "
-                   f"device-to-device copy **{ceilings['dram_gbps']:.0f} GB/s** (read + write).")
+                   f"{tensor}device-to-device copy **{ceilings['dram_gbps']:.0f} GB/s** (read + write).")
     mt = model_table(cfg, run.ncu, hs, run.dispatch)
     if mt:
         out += ["", f"Traffic model of the notes vs measurement at {shape_label(*hs)} (loads per element of C; "

@@ -1,5 +1,5 @@
-"""The machine's measured ceilings: FP32 FMA throughput and DRAM copy bandwidth (the roofline's
-roof), timed like any point."""
+"""The machine's measured ceilings: FP32 FMA throughput, TF32 tensor-core throughput (Hopper's wgmma)
+and DRAM copy bandwidth (the roofline's roofs), timed like any point."""
 
 from __future__ import annotations
 
@@ -26,8 +26,56 @@ extern "C" __global__ void lab_fma_probe(float* out, float a, float b, int iters
 """
 
 
+
+# wgmma's TF32 product from registers (A, 64 x 8) and shared memory (B, 8 x 256 through a descriptor)
+# into 128 FP32 registers a thread: the widest form, the one stage 17 runs.
+_D = ", ".join(f"%{i}" for i in range(128))
+_OUT = ", ".join(f'"+f"(d[{i}])' for i in range(128))
+_TF32_PROBE = r"""
+// Tensor-core throughput: each of the block's two warpgroups streams wgmma m64n256k8 (TF32 in, FP32
+// accumulate) on operands that stay put (A in registers, B in shared memory, zeros: the values do not
+// change the rate), GROUP of them per commit, one group left in flight while the next is issued, as a
+// GEMM's main loop would with its loads taken away.
+__device__ __forceinline__ void mma(float (&d)[128], const unsigned (&a)[4], unsigned long long desc) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {""" + _D + r"""}, "
+                 "{%128, %129, %130, %131}, %132, 1, 1, 1;\n"
+                 : """ + _OUT + r"""
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+}
+
+extern "C" __global__ void __launch_bounds__(256, 1) lab_tf32_probe(float* out, int iters) {
+    // B: 256 lines of 32 floats (128 bytes), 128-byte swizzled, 1024 bytes between 8-line groups
+    __shared__ __align__(1024) float b[256 * 32];
+    for (int i = threadIdx.x; i < 256 * 32; i += blockDim.x) b[i] = 0.0f;
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes -> wgmma's proxy
+    __syncthreads();
+    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(b));
+    const unsigned long long desc = (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16)
+                                    | ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+    const unsigned a[4] = {0u, 0u, 0u, 0u};
+    float d[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+    for (int it = 0; it < iters; ++it) {
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int g = 0; g < GROUP; ++g) mma(d, a, desc);
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 128; ++i) s += d[i];
+    if (s == 1.2345f) out[0] = s;  // never (all zeros); keeps the products alive
+}
+"""
+TF32_ARCH = "sm_90a"  # wgmma exists on compute capability 9.0 only, built for its arch-specific target
+
+
 def measure_ceilings(*, warmup_ms: float = 300, reps: int = 20) -> dict:
-    """Measured FP32 FMA throughput and device-to-device copy bandwidth of the GPU at hand."""
+    """Measured FP32 FMA throughput, device-to-device copy bandwidth and, on Hopper (compute capability
+    9.0), TF32 tensor-core throughput through wgmma, of the GPU at hand."""
     cuda = driver()
     from pycuda.compiler import SourceModule
 
@@ -48,11 +96,28 @@ def measure_ceilings(*, warmup_ms: float = 300, reps: int = 20) -> dict:
     cuda.memset_d32(src, 0x3F800000, nbytes // 4)
     copy = time_launches(lambda: cuda.memcpy_dtod_async(dst, src, nbytes, stream), stream, warmup_ms=warmup_ms,
                          target_ms=200, min_reps=reps, max_reps=200, flush=None, pci_bus_id=dev.pci_bus_id)
-    for buf in (src, dst, scratch):
+    for buf in (src, dst):
         buf.free()
-    return {
+    rec = {
         "fp32_tflops": flops / (fma.stats.median_ms * 1e-3) / 1e12,
         "fp32_probe": dict(blocks=blocks, threads=threads, chains=chains, iters=iters, **fma.as_row()),
         "dram_gbps": 2 * nbytes / (copy.stats.median_ms * 1e-3) / 1e9,
         "dram_probe": dict(bytes_copied=nbytes, counted="read + write", **copy.as_row()),
     }
+    if dev.compute_capability == "9.0":
+        group, iters = 4, 2048
+        tc = SourceModule(_TF32_PROBE, options=["-O3", f"-DGROUP={group}"], arch=TF32_ARCH,
+                          no_extern_c=True).get_function("lab_tf32_probe")
+        tc.prepare("Pi")
+        blocks = dev.multiprocessors
+        t = time_launches(lambda: tc.prepared_async_call((blocks, 1), (256, 1, 1), stream, scratch, iters),
+                          stream, warmup_ms=warmup_ms, target_ms=200, min_reps=reps, max_reps=200, flush=None,
+                          pci_bus_id=dev.pci_bus_id)
+        products = blocks * 2 * iters * group  # two warpgroups a block, each a 64 x 256 x 8 product per wgmma
+        rec["tf32_tflops"] = 2.0 * 64 * 256 * 8 * products / (t.stats.median_ms * 1e-3) / 1e12
+        rec["tf32_probe"] = dict(blocks=blocks, threads=256, instruction="wgmma m64n256k8 tf32", group=group,
+                                 iters=iters, **t.as_row())
+    else:
+        rec["tf32_probe"] = dict(skipped=f"wgmma needs compute capability 9.0; this GPU is {dev.compute_capability}")
+    scratch.free()
+    return rec
