@@ -1,11 +1,12 @@
 """TMA tensor maps: the descriptors of A and B that a kernel's bulk tensor copies read.
 
-A map is encoded on the host by the driver (``cuTensorMapEncodeTiled``, through cuda-bindings, which
-nvmath-python installs: typed enums and the ``CUtensorMap`` struct; PyCUDA does not wrap the call) for
-one operand's address and shape, and copied into the kernel's ``__device__`` variable before the launch;
-the kernel keeps the common signature. Which variables, operands, boxes and swizzle a stage wants is data
-in its config entry (``tensor_maps``). No GPU is needed to build the requests (``requests``) or to name
-the driver's enums, so the rules about them are tested on any machine.
+A map is encoded on the host by the driver (``cuTensorMapEncodeTiled``, called through ctypes: PyCUDA
+does not wrap it; cuda-bindings does, but its first call probes the driver with ``cuGetProcAddress`` for
+symbols this driver lacks, which compute-sanitizer's memcheck reports as errors of every TMA stage; the
+enum values typed in below are checked against cuda-bindings' by the tests) for one operand's address and shape, and copied into the kernel's ``__device__``
+variable before the launch; the kernel keeps the common signature. Which variables, operands, boxes
+and swizzle a stage wants is data in its config entry (``tensor_maps``). No GPU context is needed to
+build the argument lists (``encode_args``), so the rules about them are tested on any machine.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ if TYPE_CHECKING:
     from .config import KernelSpec, Shape
 
 MAP_BYTES = 128  # sizeof(CUtensorMap)
-SWIZZLE = {0: "CU_TENSOR_MAP_SWIZZLE_NONE", 32: "CU_TENSOR_MAP_SWIZZLE_32B", 64: "CU_TENSOR_MAP_SWIZZLE_64B",
-           128: "CU_TENSOR_MAP_SWIZZLE_128B"}  # bytes -> the driver's CUtensorMapSwizzle
+_FLOAT32 = 7  # CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}  # bytes -> CU_TENSOR_MAP_SWIZZLE_*
+_L2_256B = 3  # CU_TENSOR_MAP_L2_PROMOTION_L2_256B
 MAX_BOX = 256  # elements per box dimension
 
 
@@ -70,34 +72,32 @@ def _problem(req: MapRequest) -> str | None:
 
 
 class Encoder:
-    """Encodes maps with the driver's ``cuTensorMapEncodeTiled`` (cuda-bindings' ``cuda.bindings.driver``)."""
+    """Encodes maps with the driver's ``cuTensorMapEncodeTiled`` (libcuda through ctypes)."""
 
     def __init__(self):
         try:
-            from cuda.bindings import driver
-        except ImportError as exc:
-            raise LabError(f"tensor maps need cuda-bindings (installed with nvmath-python): {exc}") from None
-        self._cu = driver
-
-    def args(self, req: MapRequest, address: int) -> tuple:
-        """The arguments of ``cuTensorMapEncodeTiled`` for ``req`` over the operand at device ``address``:
-        2-D FP32, rows ``row_bytes`` apart, boxes of ``req.box`` elements, L2 promotion by 256 bytes, no
-        fill of elements outside (the kernels never read past the matrix)."""
-        cu = self._cu
-        u32, u64 = cu.cuuint32_t, cu.cuuint64_t
-        return (cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, address, [u64(d) for d in req.dims],
-                [u64(req.row_bytes)], [u32(b) for b in req.box], [u32(1), u32(1)],
-                cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-                getattr(cu.CUtensorMapSwizzle, SWIZZLE[req.swizzle]),
-                cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+            lib = ctypes.CDLL("libcuda.so.1")
+            self._encode = lib.cuTensorMapEncodeTiled
+        except (OSError, AttributeError) as exc:
+            raise LabError(f"tensor maps need the CUDA driver's cuTensorMapEncodeTiled (CUDA 12+): {exc}") from None
+        u32, u64, p = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p
+        self._encode.argtypes = [p, ctypes.c_int, u32, p, ctypes.POINTER(u64), ctypes.POINTER(u64),
+                                 ctypes.POINTER(u32), ctypes.POINTER(u32), ctypes.c_int, ctypes.c_int,
+                                 ctypes.c_int, ctypes.c_int]
+        self._encode.restype = ctypes.c_int
 
     def __call__(self, req: MapRequest, address: int) -> bytes:
         """The 128 bytes of the map of ``req`` over the operand at device ``address``."""
         if address % 16:
             raise LabError(f"tensor map {req.symbol}: operand {req.operand} at {address:#x} is not 16-byte aligned")
-        err, tmap = self._cu.cuTensorMapEncodeTiled(*self.args(req, address))
-        if err != self._cu.CUresult.CUDA_SUCCESS:
-            raise LabError(f"tensor map {req.symbol}: cuTensorMapEncodeTiled failed with {err.name} "
+        out = (ctypes.c_uint8 * MAP_BYTES)()
+        dims = (ctypes.c_uint64 * 2)(*req.dims)
+        strides = (ctypes.c_uint64 * 1)(req.row_bytes)
+        box = (ctypes.c_uint32 * 2)(*req.box)
+        steps = (ctypes.c_uint32 * 2)(1, 1)
+        rc = self._encode(ctypes.addressof(out), _FLOAT32, 2, ctypes.c_void_p(address), dims, strides, box, steps,
+                          0, _SWIZZLE[req.swizzle], _L2_256B, 0)
+        if rc != 0:
+            raise LabError(f"tensor map {req.symbol}: cuTensorMapEncodeTiled failed with CUresult {rc} "
                            f"(dims {req.dims}, box {req.box}, swizzle {req.swizzle})")
-        return ctypes.string_at(tmap.getPtr(), MAP_BYTES)
+        return bytes(out)
