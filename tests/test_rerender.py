@@ -111,3 +111,14 @@ def test_report_of_a_run_that_has_none_is_one_line_naming_the_way_out(tmp_path):
     assert "--report: run 'local' has no report here yet (reports/local/report.md)" in log
     assert "snakemake --report reports/h100/report.html --config run=h100" in log
     assert not (lab / "report.html").exists()
+
+
+def test_the_committed_reference_report_is_what_its_tables_give(lab, tmp_path):
+    """A change to the report's code shows in the committed reference (drawn again on any machine), so
+    that it is reviewed with the report it makes."""
+    run_dir = tmp_path / "h100"
+    shutil.copytree(ROOT / "reports" / "h100", run_dir, ignore=shutil.ignore_patterns("report.html"))
+    steps.rerender(lab, run_dir=run_dir, html=False)
+    assert (run_dir / "report.md").read_text() == (ROOT / "reports" / "h100" / "report.md").read_text(), (
+        "reports/h100/report.md is not what its tables give: draw it again with "
+        "snakemake --cores 1 rerender --config rerender=h100")
