@@ -346,7 +346,7 @@ def test_a_disturbed_point_is_never_an_ok_row(monkeypatch, raw_config):
 
 def test_disturbed_points_leave_the_step_ok_but_counted(tmp_path, monkeypatch, caplog, raw_config):
     from sgemm_lab import config as cfgmod
-    from sgemm_lab import steps
+    from sgemm_lab.pipeline import points
     from sgemm_lab.outcome import FAILED, OK
     from sgemm_lab.pipeline import points
 
@@ -358,7 +358,7 @@ def test_disturbed_points_leave_the_step_ok_but_counted(tmp_path, monkeypatch, c
                disturbance="all 3 tries disturbed; last: pid 9 (compute; 5 MiB; before, after)")
     monkeypatch.setattr(points, "_isolated_points", lambda *a, **kw: [ok, bad])
     out = tmp_path / "bench.csv"
-    status = steps.bench(cfg, "cublas", binary=None, record=None, out=out, raw_config=raw)
+    status = points.bench(cfg, "cublas", binary=None, record=None, out=out, raw_config=raw)
     df = pd.read_csv(out)
     assert list(df.status) == ["ok", "disturbed"] and list(df.disturbance)[0] == "none"
     assert df.median_ms[1] == 0.5  # kept for inspection
@@ -368,7 +368,7 @@ def test_disturbed_points_leave_the_step_ok_but_counted(tmp_path, monkeypatch, c
 
     failed = dict(ok, status="failed", verified=False, reason="beta: relative error 1")
     monkeypatch.setattr(points, "_isolated_points", lambda *a, **kw: [failed, bad])
-    status = steps.bench(cfg, "cublas", binary=None, record=None, out=out, raw_config=raw)
+    status = points.bench(cfg, "cublas", binary=None, record=None, out=out, raw_config=raw)
     assert status.status == FAILED and status.message.startswith("NOT VERIFIED at 64x64x64: beta: relative error 1")
     assert "; and 1 of 2 shapes disturbed" in status.message and "+1 more" not in status.message
 

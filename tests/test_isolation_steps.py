@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from sgemm_lab import config as cfgmod
-from sgemm_lab import host, io, steps
+from sgemm_lab import host, io
+from sgemm_lab.pipeline import points
 
 BAD = r"""
 #include <stddef.h>
@@ -63,7 +64,7 @@ def setup(tmp_path, monkeypatch):
 def test_bench_keeps_going_past_hang_crash_and_wrong_result(setup, monkeypatch):
     cfg, raw, tmp = setup
     out = tmp / "bench.csv"
-    steps.bench(cfg, "00_bad", binary=tmp / "00_bad.bin", record=tmp / "00_bad.json", out=out, raw_config=raw)
+    points.bench(cfg, "00_bad", binary=tmp / "00_bad.bin", record=tmp / "00_bad.json", out=out, raw_config=raw)
     df = pd.read_csv(out)
     assert list(df.m) == [5, 7, 9, 11, 13, 65]  # one row per configured point, in order
     assert list(df.status) == ["ok", "timeout", "crashed", "failed", "ok", "skipped"]
@@ -76,7 +77,7 @@ def test_bench_keeps_going_past_hang_crash_and_wrong_result(setup, monkeypatch):
 def test_check_records_every_failure_mode(setup):
     cfg, raw, tmp = setup
     out = tmp / "check.json"
-    steps.check(cfg, "00_bad", binary=tmp / "00_bad.bin", record=tmp / "00_bad.json", out=out, raw_config=raw)
+    points.check(cfg, "00_bad", binary=tmp / "00_bad.bin", record=tmp / "00_bad.json", out=out, raw_config=raw)
     res = io.read_json(out)
     assert res["status"] == "fail"
     by_m = {}
@@ -96,6 +97,6 @@ def test_bench_rows_keep_the_gpu_that_measured_them(setup, monkeypatch):
                      device_index=0, device_uuid="GPU-aaaa")]
     monkeypatch.setattr(points, "_isolated_points", lambda *a, **kw: measured)
     out = tmp / "bench.csv"
-    steps.bench(cfg, "00_bad", binary=tmp / "00_bad.bin", record=tmp / "00_bad.json", out=out, raw_config=raw)
+    points.bench(cfg, "00_bad", binary=tmp / "00_bad.bin", record=tmp / "00_bad.json", out=out, raw_config=raw)
     df = pd.read_csv(out)
     assert list(df.device_index) == [1, 0] and list(df.device_uuid) == ["GPU-bbbb", "GPU-aaaa"]

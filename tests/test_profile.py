@@ -6,7 +6,8 @@ import stat
 import pandas as pd
 import pytest
 
-from sgemm_lab import profile, steps
+from sgemm_lab import profile
+from sgemm_lab.pipeline import profile as profile_step
 from sgemm_lab.config import Shape
 
 RAW = ('"ID","Kernel Name","gpu__time_duration.sum","dram__bytes_read.sum","launch__registers_per_thread",'
@@ -56,7 +57,7 @@ def test_kernel_regex_names_every_entry_and_cublas():
 def _profile(lab, raw_config, tmp_path):
     """The profile step with cuBLAS only (no build needed) where ncu cannot profile."""
     out = tmp_path / "cublas.csv"
-    status = steps.profile(lab, builds={"cublas": (None, None)}, outs={"cublas": out},
+    status = profile_step.profile(lab, builds={"cublas": (None, None)}, outs={"cublas": out},
                            report=tmp_path / "ladder.ncu-rep", raw_config=raw_config)
     assert status.status == "unavailable" and status.message.startswith("profile: ")
     return pd.read_csv(out)
@@ -70,7 +71,7 @@ def test_failed_build_is_a_row_not_a_profile(lab, raw_config, tmp_path, monkeypa
     rec = tmp_path / f"{kid}.json"
     io.write_json(rec, dict(kernel=kid, status="failed", message="nvcc failed: x.cu(3): error"))
     outs = {kid: tmp_path / f"{kid}.csv", "cublas": tmp_path / "cublas.csv"}
-    status = steps.profile(lab, builds={kid: (tmp_path / "x.bin", rec), "cublas": (None, None)}, outs=outs,
+    status = profile_step.profile(lab, builds={kid: (tmp_path / "x.bin", rec), "cublas": (None, None)}, outs=outs,
                            report=tmp_path / "ladder.ncu-rep", raw_config=raw_config)
     assert status.status == "unavailable"
     failed = pd.read_csv(outs[kid])

@@ -30,7 +30,8 @@ def shape_sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
     from . import gpu
     from .compile import compile_options, source_hash
     from .geometry import unsupported_reason, violations
-    from .steps import load_spec, machine, point_problems, time_points
+    from .pipeline.common import load_spec, machine, point_problems
+    from .pipeline.sweep import time_points
 
     spec = load_spec(cfg, kernel, None)
     env = io.read_json(env_json)
@@ -78,7 +79,7 @@ def build_dispatch(cfg: LabConfig, kernel: str, *, env_json: Path, shape_sweep: 
     from . import gpu
     from .compile import source_hash
     from .dispatch_launch import DispatchLauncher
-    from .steps import load_spec
+    from .pipeline.common import load_spec
 
     if shape_sweep is None:
         raise LabError(f"kernel {kernel}: a dispatch stage is built from its shape sweep, and none was given")

@@ -19,7 +19,16 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable
 
-from . import dispatch_steps, io, logs, outcome, steps
+from . import dispatch_steps, io, logs, outcome
+from .pipeline import build as build_step
+from .pipeline import environment as environment_step
+from .pipeline import epilogue as epilogue_step
+from .pipeline import failures as failures_step
+from .pipeline import points as points_step
+from .pipeline import profile as profile_step
+from .pipeline import report as report_step
+from .pipeline import sanitize as sanitize_step
+from .pipeline import sweep as sweep_step
 from .config import LabConfig, from_dict
 from .errors import LabError
 from .gpulock import SELF_LOCKING, gpu_lock, lock_mode
@@ -55,37 +64,36 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], StepStatus | None]:
     binary = Path(i.binary) if getattr(i, "binary", None) else None
     record = Path(i.record) if getattr(i, "record", None) else None
     ceilings = _optional(getattr(i, "ceilings", None))  # none when nothing runs on a GPU
-    s = steps
     table: dict[str, Callable[[LabConfig], StepStatus | None]] = {
-        "environment": lambda c: s.environment(c, out=Path(o[0])),
-        "build": lambda c: s.build(c, impl, env_json=Path(i.env), binary_out=Path(o.binary),
+        "environment": lambda c: environment_step.environment(c, out=Path(o[0])),
+        "build": lambda c: build_step.build(c, impl, env_json=Path(i.env), binary_out=Path(o.binary),
                                    record_out=Path(o.record), sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
                                    shape_sweep=_optional(getattr(i, "shape_sweep", None))),
-        "check": lambda c: s.check(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config)),
-        "sanitize": lambda c: s.sanitize(c, builds=_builds(smk.params.builds), outs={Path(p).stem: Path(p) for p in o.tables},
+        "check": lambda c: points_step.check(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config)),
+        "sanitize": lambda c: sanitize_step.sanitize(c, builds=_builds(smk.params.builds), outs={Path(p).stem: Path(p) for p in o.tables},
                                          log_dir=Path(smk.params.log_dir), raw_config=dict(smk.config)),
-        "bench": lambda c: s.bench(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config)),
-        "profile": lambda c: s.profile(c, builds=_builds(smk.params.builds), outs=_profile_outs(o),
+        "bench": lambda c: points_step.bench(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config)),
+        "profile": lambda c: profile_step.profile(c, builds=_builds(smk.params.builds), outs=_profile_outs(o),
                                        report=Path(smk.params.report), raw_config=dict(smk.config)),
-        "sweep": lambda c: s.sweep(c, impl, env_json=Path(i.env), out=Path(o[0]), raw_config=dict(smk.config)),
+        "sweep": lambda c: sweep_step.sweep(c, impl, env_json=Path(i.env), out=Path(o[0]), raw_config=dict(smk.config)),
         "shape_sweep": lambda c: dispatch_steps.shape_sweep(c, impl, env_json=Path(i.env), out=Path(o[0]),
                                                             raw_config=dict(smk.config)),
-        "epilogue": lambda c: s.epilogue(c, impl, env_json=Path(i.env), out=Path(o[0])),
-        "ceilings": lambda c: s.ceilings(c, out=Path(o[0])),
+        "epilogue": lambda c: epilogue_step.epilogue(c, impl, env_json=Path(i.env), out=Path(o[0])),
+        "ceilings": lambda c: environment_step.ceilings(c, out=Path(o[0])),
         "compare": lambda c: _compare(c, smk),
-        "failure_tests": lambda c: s.failure_tests(c, env_json=Path(i.env), out=Path(o[0])),
-        "aggregate": lambda c: s.aggregate(c, bench_csvs=list(i.bench), check_jsons=list(i.check),
+        "failure_tests": lambda c: failures_step.failure_tests(c, env_json=Path(i.env), out=Path(o[0])),
+        "aggregate": lambda c: report_step.aggregate(c, bench_csvs=list(i.bench), check_jsons=list(i.check),
                                            build_jsons=list(i.build), profile_csvs=list(getattr(i, "profiles", [])),
                                            sanitize_csvs=list(getattr(i, "sanitize", [])),
                                            sanitize_out=Path(o.sanitize), env_json=Path(i.env),
                                            bench_out=Path(o.bench), check_out=Path(o.check), build_out=Path(o.build),
                                            env_out=Path(o.env), ncu_out=Path(o.ncu),
                                            dispatch_out=Path(o.dispatch) if hasattr(o, "dispatch") else None),
-        "plot": lambda c: s.plot(c, bench_csv=Path(i.bench), ncu_csv=Path(i.ncu), ceilings_json=ceilings, outs=o,
+        "plot": lambda c: report_step.plot(c, bench_csv=Path(i.bench), ncu_csv=Path(i.ncu), ceilings_json=ceilings, outs=o,
                                  sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
                                  heatmaps=[Path(p) for p in getattr(o, "heatmaps", [])],
                                  check_csv=Path(i.check) if getattr(i, "check", None) else None),
-        "report": lambda c: s.report(c, bench_csv=Path(i.bench), check_csv=Path(i.check), build_csv=Path(i.build),
+        "report": lambda c: report_step.report(c, bench_csv=Path(i.bench), check_csv=Path(i.check), build_csv=Path(i.build),
                                      env_json=Path(i.env), figures=[Path(f) for f in i.figures],
                                      sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
                                      epilogues=[Path(p) for p in getattr(i, "epilogues", [])],
@@ -96,7 +104,7 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], StepStatus | None]:
                                      steps_out=Path(o.steps) if hasattr(o, "steps") else None,
                                      dispatch_csv=_optional(getattr(i, "dispatch", None)),
                                      run_out=Path(o.run) if hasattr(o, "run") else None),
-        "rerender": lambda c: s.rerender(c, run_dir=Path(smk.params.run_dir),
+        "rerender": lambda c: report_step.rerender(c, run_dir=Path(smk.params.run_dir),
                                          configfiles=[Path(p) for p in smk.params.configfiles],
                                          log_path=Path(smk.log[0]) if smk.log else None),
     }
@@ -131,12 +139,12 @@ def _check(smk, rec: StepRecord) -> None:
 def _sanitize(smk, rec: StepRecord) -> None:
     for out in smk.output.tables:
         if not Path(out).exists():  # tables already written (stages sanitized before the failure) stay
-            io.write_csv(Path(out), [], columns=steps.SANITIZE_COLUMNS)
+            io.write_csv(Path(out), [], columns=sanitize_step.SANITIZE_COLUMNS)
 
 
 def _profile(smk, rec: StepRecord) -> None:
     for out in smk.output.profiles:
-        io.write_csv(Path(out), [], columns=steps.PROFILE_COLUMNS)
+        io.write_csv(Path(out), [], columns=profile_step.PROFILE_COLUMNS)
 
 
 def _ceilings(smk, rec: StepRecord) -> None:
@@ -157,7 +165,7 @@ EMPTY_OUTPUTS: dict[str, Callable] = {
     "build": _build,
     "check": _check,
     "sanitize": _sanitize,
-    "bench": _empty_csv(steps.BENCH_COLUMNS),
+    "bench": _empty_csv(points_step.BENCH_COLUMNS),
     "profile": _profile,
     "sweep": _empty_csv(["kernel", "m", "n", "k", "params", "status", "reason"]),
     "shape_sweep": _empty_csv(dispatch_steps.SHAPE_SWEEP_COLUMNS),

@@ -49,7 +49,7 @@ def main(argv=None) -> None:
 
     from .config import Shape, from_dict
     from .gpulock import gpu_lock
-    from .steps import load_spec
+    from .pipeline.common import load_spec
 
     cfg = from_dict(json.loads(args.config_json), trusted=True)
     if args.plan:

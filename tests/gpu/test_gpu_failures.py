@@ -31,7 +31,9 @@ if subprocess.run([sys.executable, "-c", "import pycuda.driver as d; d.init(); a
     pytest.skip("needs a CUDA device (PyCUDA is installed, but the driver finds none)", allow_module_level=True)
 
 from sgemm_lab import config as cfgmod  # noqa: E402
-from sgemm_lab import io, steps  # noqa: E402
+from sgemm_lab import io  # noqa: E402
+from sgemm_lab.pipeline import build as build_step  # noqa: E402
+from sgemm_lab.pipeline import points  # noqa: E402
 
 def _naive(name: str, *, faults: str = "", store: str = "C[t] = out;") -> str:
     """One thread per element of C, the common signature; ``faults`` go before the product, ``store``
@@ -78,7 +80,7 @@ def _in_child(fn, *args, **kwargs):
 
 def _build_step(raw: dict, kernel: str, **paths) -> None:
     """The build step for ``kernel`` of config ``raw`` (run in a child: it loads the cubin)."""
-    steps.build(cfgmod.from_dict(raw), kernel, **paths)
+    build_step.build(cfgmod.from_dict(raw), kernel, **paths)
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +113,7 @@ def bench_rows(broken):
     """One bench job over all shapes: each broken shape must be its own row, the others measured."""
     cfg, raw, tmp = broken
     out = tmp / "bench.csv"
-    steps.bench(cfg, "99_broken", binary=tmp / "b.bin", record=tmp / "b.json", out=out, raw_config=raw)
+    points.bench(cfg, "99_broken", binary=tmp / "b.bin", record=tmp / "b.json", out=out, raw_config=raw)
     return pd.read_csv(out).set_index("m")
 
 
@@ -197,7 +199,7 @@ def test_problem_too_large_for_device_memory_is_skipped(broken, record_property)
         pytest.skip(f"no shape the config accepts needs more than this GPU's {free / 2**30:.0f} GiB free")
     raw3 = dict(raw, bench=dict(raw["bench"], square=[], shapes=[[side, side, side]]))
     out = tmp / "bench3.csv"
-    steps.bench(cfgmod.from_dict(raw3), "99_broken", binary=tmp / "b.bin", record=tmp / "b.json", out=out,
+    points.bench(cfgmod.from_dict(raw3), "99_broken", binary=tmp / "b.bin", record=tmp / "b.json", out=out,
                 raw_config=raw3)
     df = pd.read_csv(out)
     assert df.status.iloc[0] == "skipped" and "device memory" in df.reason.iloc[0]

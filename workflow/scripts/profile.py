@@ -1,4 +1,4 @@
-# Thin shim: the logic lives in sgemm_lab.steps.profile, run by sgemm_lab.entry.main (unit-tested without Snakemake).
+# Thin shim: the logic is the step profile of sgemm_lab.pipeline, run by sgemm_lab.entry.main (unit-tested without Snakemake).
 # The __main__ guard matters: supervised steps start child processes that re-import this file.
 import sys
 from pathlib import Path
