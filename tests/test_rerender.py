@@ -35,15 +35,15 @@ def _live_report(cfg, run_dir, tmp_path):
     sweeps = report_step.committed_sweeps(cfg, run_dir)
     heatmaps = [figs / f"sweep_{p.stem}.png" for p in sweeps]
     report_step.plot(cfg, bench_csv=run_dir / "bench.csv", ncu_csv=run_dir / "ncu_metrics.csv",
-               ceilings_json=run_dir / "ceilings.json", outs=outs, sweeps=sweeps, heatmaps=heatmaps,
-               check_csv=run_dir / "check.csv")
+                     ceilings_json=run_dir / "ceilings.json", outs=outs, sweeps=sweeps, heatmaps=heatmaps,
+                     check_csv=run_dir / "check.csv")
     report_step.report(cfg, bench_csv=run_dir / "bench.csv", check_csv=run_dir / "check.csv",
-                 build_csv=run_dir / "build.csv", env_json=run_dir / "environment.json",
-                 figures=[figs / f for f in FIGURES.values()] + heatmaps, sweeps=sweeps,
-                 epilogues=sorted((run_dir / "epilogue").glob("*.csv")), ncu_csv=run_dir / "ncu_metrics.csv",
-                 ceilings_json=run_dir / "ceilings.json", sanitize_csv=run_dir / "sanitize.csv", start_json=start,
-                 out=run_dir / "report.md", failures_csv=run_dir / "failure_tests.csv", statuses=statuses,
-                 steps_out=run_dir / "steps.csv", run_out=run_dir / "run.json")
+                       build_csv=run_dir / "build.csv", env_json=run_dir / "environment.json",
+                       figures=[figs / f for f in FIGURES.values()] + heatmaps, sweeps=sweeps,
+                       epilogues=sorted((run_dir / "epilogue").glob("*.csv")), ncu_csv=run_dir / "ncu_metrics.csv",
+                       ceilings_json=run_dir / "ceilings.json", sanitize_csv=run_dir / "sanitize.csv", start_json=start,
+                       out=run_dir / "report.md", failures_csv=run_dir / "failure_tests.csv", statuses=statuses,
+                       steps_out=run_dir / "steps.csv", run_out=run_dir / "run.json")
 
 
 def test_a_run_drawn_again_is_the_report_it_wrote(lab, tmp_path):

@@ -59,14 +59,20 @@ def candidate_spec(spec: KernelSpec, params: Mapping[str, int]) -> KernelSpec:
     return replace(spec, dispatch_from="", candidates=(), rule=None).with_params(**params)
 
 
+def listed_candidate(spec: KernelSpec, i: int) -> KernelSpec:
+    """Candidate ``i`` of a resolved dispatch stage as the config lists it (base parameters with its
+    overrides), as a plain stage: what a rule names by index."""
+    return candidate_spec(spec, {**spec.params, **spec.candidates[i]})
+
+
 def rule_costs(spec: KernelSpec, shape: Shape) -> dict[int, int]:
     """Candidate index -> the rule's cost on ``shape``, for each candidate that can run it (``spec``
     resolved, with a rule; candidates as the config lists them, which the config keeps distinct)."""
     from .geometry import evaluate, plan_names, unsupported_reason
 
     costs = {}
-    for i, over in enumerate(spec.candidates):
-        cand = candidate_spec(spec, {**spec.params, **over})
+    for i in range(len(spec.candidates)):
+        cand = listed_candidate(spec, i)
         if unsupported_reason(cand, shape) is None:
             costs[i] = int(evaluate(cand, "rule.cost", spec.rule.cost, plan_names(cand, shape, spec.rule.step[i])))
     return costs

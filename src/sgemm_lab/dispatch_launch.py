@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .config import KernelSpec, Shape
 from .errors import LabError
-from .dispatch import candidate_spec, choose, rule_choice, unpack
+from .dispatch import candidate_spec, choose, listed_candidate, rule_choice, unpack
 
 
 def launcher_for(spec: KernelSpec, binary: bytes):
@@ -26,13 +26,13 @@ class DispatchLauncher:
         cubins, self.table = unpack(bundle)
         self.spec = spec
         if spec.rule is not None:  # the rule may run any candidate: the bundle holds them all
-            params = dict(enumerate({**spec.params, **c} for c in spec.candidates))
-            missing = sorted(set(params) - set(cubins))
+            specs = {i: listed_candidate(spec, i) for i in range(len(spec.candidates))}
+            missing = sorted(set(specs) - set(cubins))
             if missing:
                 raise LabError(f"kernel {spec.id}: its bundle lacks candidates {missing}, which its rule may run")
         else:
-            params = {int(e["candidate"]): e["params"] for e in self.table}
-        self.launchers = {idx: gpu.KernelLauncher(candidate_spec(spec, p), cubins[idx]) for idx, p in params.items()}
+            specs = {int(e["candidate"]): candidate_spec(spec, e["params"]) for e in self.table}
+        self.launchers = {idx: gpu.KernelLauncher(cand, cubins[idx]) for idx, cand in specs.items()}
         self._picks: dict[Shape, int] = {}
 
     def for_shape(self, shape: Shape):

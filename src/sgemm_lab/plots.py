@@ -316,7 +316,10 @@ def roofline(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, out: Path, 
     """Measured TFLOP/s against FLOPs per DRAM byte (ncu), under the measured FMA and DRAM ceilings and,
     where the ceilings step measured one, the TF32 tensor-core ceiling."""
     fig = roofline_figure(bench, ncu, ceilings, order=order, shape=shape)
-    _save_or_say(None if isinstance(fig, str) else fig, out, fig if isinstance(fig, str) else "")
+    if isinstance(fig, str):  # nothing to draw: a picture saying why
+        placeholder(out, fig)
+    else:
+        _save(fig, out)
 
 
 def roofline_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, order: list[str], shape):

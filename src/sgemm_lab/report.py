@@ -490,7 +490,7 @@ def dispatched_at(cfg: LabConfig, spec, rows: pd.DataFrame | None, shape):
     table), as a plain stage (None for a stage without a rule and without a table)."""
     import json
 
-    from .dispatch import candidate_spec, choose, resolve, rule_choice
+    from .dispatch import candidate_spec, choose, listed_candidate, resolve, rule_choice
 
     resolved = resolve(cfg, spec)
     if spec.rule is not None:
@@ -498,7 +498,7 @@ def dispatched_at(cfg: LabConfig, spec, rows: pd.DataFrame | None, shape):
             pick = rule_choice(resolved, shape)
         except LabError:  # no candidate runs the shape
             return None
-        return candidate_spec(resolved, {**resolved.params, **spec.candidates[pick]})
+        return listed_candidate(resolved, pick)
     mine = rows[rows.kernel == spec.id] if rows is not None and len(rows) else None
     if mine is None or mine.empty:
         return None

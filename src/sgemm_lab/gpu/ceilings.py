@@ -26,7 +26,6 @@ extern "C" __global__ void lab_fma_probe(float* out, float a, float b, int iters
 """
 
 
-
 # wgmma's TF32 product from registers (A, 64 x 8) and shared memory (B, 8 x 256 through a descriptor)
 # into 128 FP32 registers a thread: the widest form, the one stage 17 runs.
 _D = ", ".join(f"%{i}" for i in range(128))

@@ -37,6 +37,7 @@ THREADS = 256
 BLOCKS = 8192  # about 60 blocks of 256 threads per SM of an H100: enough loads in flight for DRAM's rate
 MAX_GRID_Y = 65535
 
+
 def padded(shape: Shape) -> Shape:
     """The shape a rows16 stage runs for ``shape``: N and K rounded up to multiples of 4."""
     return Shape(m=shape.m, n=-(-shape.n // 4) * 4, k=-(-shape.k // 4) * 4)

@@ -264,4 +264,3 @@ def html_report(run_dir: Path, configfiles: list[Path] = (), *, log_path: Path |
 def _text(cell) -> str:
     """A text cell of a table read back: empty for a missing one (pandas reads an empty cell as NaN)."""
     return "" if cell is None or cell != cell else str(cell)
-
