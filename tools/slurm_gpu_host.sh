@@ -147,11 +147,21 @@ run() {
   ensure_env pipeline env/pipeline.txt 3.12 >/dev/null
   "$PY" -m pip install -q --no-index --find-links "${SLURM_WHEELS:-$ROOT/.slurm/wheels}" "${WHEELS[@]}"
   cd "$ROOT"
+  local rc=0 start
+  start=$(date +%s)
   # the target and --config before the flags that take several values; squeue for status (no accounting)
   "$PY" -m snakemake --workflow-profile workflow/profiles/slurm --config run="$run" \
     --slurm-no-account --slurm-status-command squeue --slurm-init-seconds-before-status-checks 5 \
     --slurm-keep-successful-logs --default-resources slurm_partition=main runtime=60 mem_mb=16000 cpus_per_task=4 \
-    "$@"
+    "$@" || rc=$?
+  echo "snakemake through SLURM: exit $rc after $(( $(date +%s) - start )) s"
+  # beside the run's tables: every SLURM job of it (ids, rule, GPU request, submission, start, end) and
+  # the jobs' own logs
+  mkdir -p "reports/$run"
+  squeue --json | "$PY" tools/slurm_jobs.py > "reports/$run/slurm_jobs.csv" || rc=1
+  rm -rf "reports/$run/slurm_logs"
+  [ -d .snakemake/slurm_logs ] && cp -r .snakemake/slurm_logs "reports/$run/slurm_logs"
+  return $rc
 }
 
 action=${1:-}
