@@ -7,7 +7,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from sgemm_lab import config as cfgmod  # noqa: E402
+from sgemm_lab.config import load as cfgmod  # noqa: E402
 
 
 @pytest.fixture

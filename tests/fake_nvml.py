@@ -131,7 +131,8 @@ class FakeNvml:
 def install(monkeypatch, fake) -> None:
     """Make ``devices.nvml()`` (and so ``visible_gpus`` and ``foreign``) answer from ``fake``; a
     ``fake`` of None: no driver library."""
-    from sgemm_lab import devices, foreign
+    from sgemm_lab.gpu import discovery as devices
+    from sgemm_lab.measure import foreign
 
     def open_library():
         if fake is None:

@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 from conftest import ROOT
 
-from sgemm_lab import compare, entry
+from sgemm_lab.pipeline import entry
+from sgemm_lab.report import compare
 
 
 def _bench(rows):

@@ -3,10 +3,11 @@
 import pytest
 from conftest import ROOT, kernel_entry
 
-from sgemm_lab import compile as comp
-from sgemm_lab import config as cfgmod
-from sgemm_lab import dispatch
+from sgemm_lab.config import load as cfgmod
+from sgemm_lab.config import records
+from sgemm_lab.dispatch import choice as dispatch
 from sgemm_lab.errors import CompileError
+from sgemm_lab.gpu import compile as comp
 
 PTXAS_SAMPLE = """\
 ptxas info    : 0 bytes gmem
@@ -69,7 +70,8 @@ def test_every_probe_kernel_compiles_for_sm90_without_spills(probe, nvcc, tmp_pa
 def test_every_sweep_point_that_passes_the_filter_compiles(lab, nvcc, tmp_path):
     """What the tile sweep will compile on the GPU compiles here (spills are allowed: the sweep records
     them and the autotuner never picks such a point)."""
-    from sgemm_lab import autotune, geometry
+    from sgemm_lab.config import geometry
+    from sgemm_lab.dispatch import autotune
 
     failures = []
     specs = []
@@ -92,6 +94,7 @@ def _spec_with_source(tmp_path, monkeypatch, text, **over):
     kdir.mkdir()
     (kdir / "99_test.cu").write_text(text)
     monkeypatch.setattr(cfgmod, "KERNEL_DIR", kdir)
+    monkeypatch.setattr(records, "KERNEL_DIR", kdir)
     monkeypatch.setattr(comp, "KERNEL_DIR", kdir)
     return cfgmod.from_dict({"kernels": [kernel_entry(source="99_test.cu", entry="k", **over)]}).kernels[0]
 
@@ -127,7 +130,7 @@ def test_source_hash_changes_with_source(lab):
     h = comp.source_hash(k)
     assert len(h) == 64 and h == comp.source_hash(k)
     with pytest.raises(CompileError, match="not found"):
-        comp.source_hash(cfgmod.KernelSpec(id="x", source="gone.cu", entry="e", title="t", geometry="elementwise"))
+        comp.source_hash(records.KernelSpec(id="x", source="gone.cu", entry="e", title="t", geometry="elementwise"))
 
 
 def test_local_headers_are_inlined_once_and_covered_by_the_hash(tmp_path, monkeypatch, nvcc):

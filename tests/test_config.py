@@ -2,7 +2,7 @@ import pytest
 import yaml
 from conftest import ROOT, kernel_entry, refused
 
-from sgemm_lab import config as cfgmod
+from sgemm_lab.config import load as cfgmod
 from sgemm_lab.errors import ConfigError
 
 
@@ -102,7 +102,8 @@ def test_schema_is_valid_json_schema():
 
 
 def test_suite_shapes_are_timed_by_the_stages_in_the_suite(raw_config):
-    from sgemm_lab.config import Shape, from_dict
+    from sgemm_lab.config.load import from_dict
+    from sgemm_lab.config.records import Shape
 
     raw_config["suite"] = {"shapes": [[4096, 4096, 4096], [512, 512, 16384]]}
     lab = from_dict(raw_config)
@@ -121,7 +122,7 @@ def test_suite_shapes_are_timed_by_the_stages_in_the_suite(raw_config):
 
 
 def test_boolean_switches_given_on_the_command_line_are_booleans():
-    from sgemm_lab import config as cfgmod
+    from sgemm_lab.config import load as cfgmod
 
     raw = {"kernels": [{"id": "01_naive", "title": "t", "source": "01_naive.cu", "entry": "sgemm_naive",
                         "geometry": "elementwise", "params": {"BLOCK": 256}, "shapes": "any"}]}

@@ -9,8 +9,8 @@ import time
 import pytest
 from conftest import ROOT, kernel_entry, refused
 
-from sgemm_lab import config as cfgmod
-from sgemm_lab.configfile import Origins, read
+from sgemm_lab.config import load as cfgmod
+from sgemm_lab.config.files import Origins, read
 from sgemm_lab.errors import ConfigError
 
 
@@ -145,9 +145,9 @@ def test_dropping_either_term_fails_at_the_limits_the_config_allows():
     still far outside the FP32 limit: the refusal above is what keeps the check from going vacuous."""
     import numpy as np
 
-    from sgemm_lab import verify
-    from sgemm_lab.config import CheckSettings, Shape
-    from sgemm_lab.config_rules import TERM_RATIO
+    from sgemm_lab.config.records import CheckSettings, Shape
+    from sgemm_lab.config.rules import TERM_RATIO
+    from sgemm_lab.measure import verify
 
     check = CheckSettings(shapes=(), alpha=1.0, beta=1.0, tolerance_factor=10)
     for m, n, k in ((1, 1, 1), (8, 8, 2), (16, 16, 65536)):

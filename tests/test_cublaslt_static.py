@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
-from sgemm_lab import cublaslt as lt
-from sgemm_lab import epilogue_math as em
-from sgemm_lab import unfused
+from sgemm_lab.epilogue import cublaslt as lt
+from sgemm_lab.epilogue import cublaslt_plan as plan
+from sgemm_lab.epilogue import definition as em
+from sgemm_lab.epilogue import unfused
 from sgemm_lab.errors import LabError, ShapeError
 
 
@@ -26,9 +27,9 @@ def test_module_imports_without_pycuda_or_nvmath():
                 return None
 
         sys.meta_path.insert(0, Block())
-        import sgemm_lab.cublaslt
-        import sgemm_lab.epilogue_math as em
-        import sgemm_lab.unfused as un
+        import sgemm_lab.epilogue.cublaslt
+        import sgemm_lab.epilogue.definition as em
+        import sgemm_lab.epilogue.unfused as un
         assert "pycuda" not in sys.modules and "nvmath" not in sys.modules
         print(em.GELU_FORM, un.bias_act_source().count("bias_act"))
     """)
@@ -38,21 +39,21 @@ def test_module_imports_without_pycuda_or_nvmath():
 
 
 def test_lt_problem_swaps_to_column_major():
-    p = lt.lt_problem(m=128, n=64, k=32, lda=40, ldb=72, ldc=80, ldd=96)
+    p = plan.lt_problem(m=128, n=64, k=32, lda=40, ldb=72, ldc=80, ldd=96)
     assert (p.m, p.n, p.k) == (64, 128, 32)
-    assert p.a == lt.Layout(rows=64, cols=32, ld=72)     # cuBLASLt's A is our B (N x K, ldb)
-    assert p.b == lt.Layout(rows=32, cols=128, ld=40)    # cuBLASLt's B is our A (K x M, lda)
-    assert p.c == lt.Layout(rows=64, cols=128, ld=80)
-    assert p.d == lt.Layout(rows=64, cols=128, ld=96)
+    assert p.a == plan.Layout(rows=64, cols=32, ld=72)     # cuBLASLt's A is our B (N x K, ldb)
+    assert p.b == plan.Layout(rows=32, cols=128, ld=40)    # cuBLASLt's B is our A (K x M, lda)
+    assert p.c == plan.Layout(rows=64, cols=128, ld=80)
+    assert p.d == plan.Layout(rows=64, cols=128, ld=96)
     assert p.bias_len == 64                              # one bias value per column of our D
-    assert lt.lt_pointers("A", "B", "C", "D") == ("B", "A", "C", "D")
+    assert plan.lt_pointers("A", "B", "C", "D") == ("B", "A", "C", "D")
 
 
 @pytest.mark.parametrize("bad", [dict(lda=31), dict(ldb=63), dict(ldc=63), dict(ldd=1), dict(k=0)])
 def test_lt_problem_rejects_short_leading_dimensions(bad):
     args = dict(m=128, n=64, k=32, lda=32, ldb=64, ldc=64, ldd=64) | bad
     with pytest.raises(ShapeError):
-        lt.lt_problem(**args)
+        plan.lt_problem(**args)
 
 
 def _colmajor(buf, layout):
@@ -75,8 +76,8 @@ def test_column_major_semantics_give_the_row_major_result(act, with_bias):
     bias = rng.uniform(-1, 1, n).astype(np.float32) if with_bias else None
     alpha, beta = 1.5, -0.5
 
-    p = lt.lt_problem(m, n, k, lda, ldb, ldc, ldd)
-    lt_a, lt_b, lt_c, _ = lt.lt_pointers(a_buf, b_buf, c_buf, None)
+    p = plan.lt_problem(m, n, k, lda, ldb, ldc, ldd)
+    lt_a, lt_b, lt_c, _ = plan.lt_pointers(a_buf, b_buf, c_buf, None)
     acc = alpha * (_colmajor(lt_a, p.a).astype(np.float64) @ _colmajor(lt_b, p.b)) + beta * _colmajor(lt_c, p.c)
     if bias is not None:
         assert bias.shape == (p.bias_len,)
@@ -96,23 +97,23 @@ def test_column_major_semantics_give_the_row_major_result(act, with_bias):
 
 
 def test_epilogue_names_cover_act_and_bias():
-    assert {(a, b): lt.epilogue_name(a, b) for a in em.ACTS for b in (False, True)} == {
+    assert {(a, b): plan.epilogue_name(a, b) for a in em.ACTS for b in (False, True)} == {
         ("none", False): "DEFAULT", ("none", True): "BIAS", ("relu", False): "RELU",
         ("relu", True): "RELU_BIAS", ("gelu", False): "GELU", ("gelu", True): "GELU_BIAS"}
     with pytest.raises(LabError):
-        lt.epilogue_name("silu", False)
+        plan.epilogue_name("silu", False)
 
 
 def test_strict_fp32_impl_flags():
-    fma_fp32 = lt.IMPL_OP_TYPE_FMA | (0x02 << 8) | lt.IMPL_INPUT_TYPE_32F
+    fma_fp32 = plan.IMPL_OP_TYPE_FMA | (0x02 << 8) | plan.IMPL_INPUT_TYPE_32F
     hmma_tf32 = 0x02 | (0x02 << 8) | (0x04 << 16)
     hmma_bf16 = 0x02 | (0x02 << 8) | (0x02 << 16)
-    assert lt.is_strict_fp32_impl(fma_fp32)
-    assert lt.is_strict_fp32_impl(0)
-    assert not lt.is_strict_fp32_impl(hmma_tf32)
-    assert not lt.is_strict_fp32_impl(hmma_bf16)
-    assert lt.STRICT_FP32_IMPL_MASK & fma_fp32 == fma_fp32
-    assert lt.STRICT_FP32_IMPL_MASK < 2 ** 64
+    assert plan.is_strict_fp32_impl(fma_fp32)
+    assert plan.is_strict_fp32_impl(0)
+    assert not plan.is_strict_fp32_impl(hmma_tf32)
+    assert not plan.is_strict_fp32_impl(hmma_bf16)
+    assert plan.STRICT_FP32_IMPL_MASK & fma_fp32 == fma_fp32
+    assert plan.STRICT_FP32_IMPL_MASK < 2 ** 64
 
 
 def test_gelu_forms_differ_and_match_known_values():
@@ -331,7 +332,7 @@ class FakeStream:
 
 @pytest.fixture
 def fake(monkeypatch):
-    from sgemm_lab import gpu
+    from sgemm_lab.gpu import device
 
     rec = types.SimpleNamespace(live={}, attrs={}, allocs={}, heuristic_calls=[], matmuls=[], launches=[],
                                 next_addr=[0x7000_0000], offer=lambda mask: [FMA_FP32, FMA_FP32])
@@ -343,7 +344,7 @@ def fake(monkeypatch):
 
     cuda = types.SimpleNamespace(mem_alloc=mem_alloc, CompileError=RuntimeError,
                                  Context=types.SimpleNamespace(synchronize=lambda: None))
-    monkeypatch.setattr(gpu, "driver", lambda: cuda)
+    monkeypatch.setattr(device, "driver", lambda: cuda)
     nvmath = types.ModuleType("nvmath")
     nvmath.CudaDataType = enum.IntEnum("CudaDataType", dict(CUDA_R_32F=0, CUDA_R_64F=1))
     bindings = types.ModuleType("nvmath.bindings")
@@ -354,7 +355,7 @@ def fake(monkeypatch):
     for name, mod in (("nvmath", nvmath), ("nvmath.bindings", bindings),
                       ("nvmath.bindings.cublas", cublas), ("nvmath.bindings.cublasLt", bindings.cublasLt)):
         monkeypatch.setitem(sys.modules, name, mod)
-    for var in lt.NON_STRICT_ENV:
+    for var in plan.NON_STRICT_ENV:
         monkeypatch.delenv(var, raising=False)
     return rec
 
@@ -368,7 +369,7 @@ def test_epilogue_class_drives_cublaslt_in_the_swapped_layout(fake):
     assert (attrs[0], attrs[1], attrs[3], attrs[4], attrs[2], attrs[7], attrs[26]) == (68, 0, 0, 0, 0, 36, 0)
     (call,) = fake.heuristic_calls
     assert call["layouts"] == [(0, n, k, n), (0, k, m, k), (0, n, m, n), (0, n, m, n)]  # packed lds
-    assert call["mask"] == lt.STRICT_FP32_IMPL_MASK and call["bias"] != 0
+    assert call["mask"] == plan.STRICT_FP32_IMPL_MASK and call["bias"] != 0
     assert op.algo_info["algo_id"] == 100 and op.algo_info["workspace_bytes"] == 4096
     assert op.algo_info["tile"] == "TILE_128x128" and op.algo_info["impl_flags"] == hex(FMA_FP32)
 
@@ -411,7 +412,7 @@ def test_epilogue_class_reports_no_algorithm_and_cleans_up(fake):
     fake.offer = lambda mask: []
     with pytest.raises(LabError, match="no algorithm"):
         lt.CublasLtEpilogue(FakeStream(), m=64, n=64, k=64, act="none", bias=True)
-    assert len(fake.heuristic_calls) == 2 and fake.heuristic_calls[1]["mask"] == lt.IMPL_ALL
+    assert len(fake.heuristic_calls) == 2 and fake.heuristic_calls[1]["mask"] == plan.IMPL_ALL
     assert fake.live == {} and fake.allocs == {}
 
     fake.offer = lambda mask: [HMMA_TF32]
@@ -428,8 +429,8 @@ def test_epilogue_class_refuses_tf32_override(fake, monkeypatch):
 
 
 def test_cublas_plus_bias_act_compiles_and_launches(fake, monkeypatch):
-    from sgemm_lab import gpu
-    from sgemm_lab.config import Shape
+    from sgemm_lab.config.records import Shape
+    from sgemm_lab.gpu import launch
 
     class FakeLauncher:
         version, math_mode = 130100, "DEFAULT_MATH"
@@ -464,7 +465,7 @@ def test_cublas_plus_bias_act_compiles_and_launches(fake, monkeypatch):
     pycuda.compiler = compiler
     monkeypatch.setitem(sys.modules, "pycuda", pycuda)
     monkeypatch.setitem(sys.modules, "pycuda.compiler", compiler)
-    monkeypatch.setattr(gpu, "CublasLauncher", FakeLauncher)
+    monkeypatch.setattr(launch, "CublasLauncher", FakeLauncher)
 
     stream = FakeStream()
     op = unfused.CublasPlusBiasAct(stream, act="gelu")

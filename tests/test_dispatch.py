@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 from conftest import kernel_entry
 
-from sgemm_lab import config as cfgmod
-from sgemm_lab import dispatch
-from sgemm_lab.config import Shape
+from sgemm_lab.config import load as cfgmod
+from sgemm_lab.config.records import Shape
+from sgemm_lab.dispatch import choice as dispatch
 from sgemm_lab.errors import LabError
 
 
@@ -117,7 +117,7 @@ def _build_record(kernel="99_dispatch"):
 
 
 def test_dispatch_rows_are_tidy_one_per_shape():
-    from sgemm_lab.dispatch_steps import DISPATCH_COLUMNS, dispatch_rows
+    from sgemm_lab.dispatch.steps import DISPATCH_COLUMNS, dispatch_rows
 
     got = dispatch_rows([_build_record(), dict(kernel="05_other", status="ok", registers=40)])
     assert [(r["m"], r["candidate"], r["registers"]) for r in got] == [(1024, 1, 90), (4096, 0, 80)]
@@ -126,8 +126,8 @@ def test_dispatch_rows_are_tidy_one_per_shape():
 
 
 def test_report_prints_the_dispatch_table_as_measured():
-    from sgemm_lab.dispatch_steps import dispatch_rows
-    from sgemm_lab.report import dispatch_table
+    from sgemm_lab.dispatch.steps import dispatch_rows
+    from sgemm_lab.report.stage_tables import dispatch_table
 
     cfg = _config({"dispatch_from": "98_base", "candidates": [{}, {"BM": 32, "BN": 32, "TM": 4}]})
     spec = cfg.kernel("99_dispatch")
@@ -138,9 +138,9 @@ def test_report_prints_the_dispatch_table_as_measured():
 
 
 def test_traffic_model_of_a_dispatch_stage_is_that_of_the_candidate_it_runs():
-    from sgemm_lab.dispatch_steps import dispatch_rows
-    from sgemm_lab.model import traffic
-    from sgemm_lab.report import dispatched_at
+    from sgemm_lab.config.model import traffic
+    from sgemm_lab.dispatch.steps import dispatch_rows
+    from sgemm_lab.report.stage_tables import dispatched_at
 
     cfg = _config({"dispatch_from": "98_base", "candidates": [{}, {"BM": 32, "BN": 32, "TM": 4}]})
     spec = cfg.kernel("99_dispatch")
@@ -184,9 +184,9 @@ def test_a_rule_skips_candidates_that_cannot_run_the_shape():
 
 
 def test_plan_names_describe_the_split_and_the_waves():
-    from sgemm_lab.config import from_dict
-    from sgemm_lab.configfile import read
-    from sgemm_lab.geometry import plan_names
+    from sgemm_lab.config.files import read
+    from sgemm_lab.config.geometry import plan_names
+    from sgemm_lab.config.load import from_dict
 
     spec = from_dict(read(cfgmod.ROOT / "config" / "config.yaml")).kernel("11_general")
     p = spec.params  # 128 x 128 tiles, BK 16, SPLIT_SLOTS 264
@@ -211,8 +211,8 @@ def test_the_table_scores_the_rule_against_the_fastest_candidate():
 
 
 def test_report_prints_the_rules_choice_and_its_distance_from_the_fastest():
-    from sgemm_lab.dispatch_steps import dispatch_rows
-    from sgemm_lab.report import dispatch_table, dispatched_at
+    from sgemm_lab.dispatch.steps import dispatch_rows
+    from sgemm_lab.report.stage_tables import dispatch_table, dispatched_at
 
     cfg = _ruled()
     spec = cfg.kernel("99_dispatch")

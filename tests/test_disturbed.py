@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from fake_nvml import FakeGpu, FakeNvml, install
-from sgemm_lab import foreign
+from sgemm_lab.measure import foreign, processes
 
 ME = os.getpid()
 MiB = 2**20
@@ -39,10 +39,10 @@ def _now_us() -> int:
 
 def test_struct_layouts_are_nvml_s():
     """The entries NVML writes: nvmlProcessInfo_t (v2/v3), its v1 and nvmlProcessUtilizationSample_t."""
-    assert ctypes.sizeof(foreign.ProcessInfo) == 24 and foreign.ProcessInfo.usedGpuMemory.offset == 8
-    assert foreign.ProcessInfo.gpuInstanceId.offset == 16 and foreign.ProcessInfo.computeInstanceId.offset == 20
-    assert ctypes.sizeof(foreign.ProcessInfoV1) == 16
-    s = foreign.ProcessUtilizationSample
+    assert ctypes.sizeof(processes.ProcessInfo) == 24 and processes.ProcessInfo.usedGpuMemory.offset == 8
+    assert processes.ProcessInfo.gpuInstanceId.offset == 16 and processes.ProcessInfo.computeInstanceId.offset == 20
+    assert ctypes.sizeof(processes.ProcessInfoV1) == 16
+    s = processes.ProcessUtilizationSample
     assert ctypes.sizeof(s) == 32 and s.timeStamp.offset == 8 and s.smUtil.offset == 16 and s.decUtil.offset == 28
 
 
@@ -117,7 +117,7 @@ def test_the_pipelines_own_processes_are_not_foreign_but_an_orphan_is(monkeypatc
         time.sleep(0.01)
     orphan = int(pidfile.read_text())
     try:
-        own = foreign.own_pids()
+        own = processes.own_pids()
         assert {ME, os.getppid(), child.pid} <= own and orphan not in own
         gpu = FakeGpu("GPU-aaaa", compute=[(ME, 1), (os.getppid(), 1), (child.pid, 1)])
         assert foreign.undisturbed(lambda: 0, _watch(monkeypatch, FakeNvml([gpu])))[1:] == ("none", False)
@@ -212,7 +212,7 @@ def test_graphics_and_mps_processes_count_too(monkeypatch):
 
 def test_the_gpu_list_still_comes_from_nvml():
     """``devices.nvml`` is shared: visible GPUs are read through it as before."""
-    from sgemm_lab import devices
+    from sgemm_lab.gpu import discovery as devices
 
     mp = pytest.MonkeyPatch()
     try:
@@ -227,8 +227,9 @@ def test_the_gpu_list_still_comes_from_nvml():
 def _gpu_runner(lab, monkeypatch, timings):
     """A GpuRunner whose GPU is simulated: verification passes, each timing is the next of ``timings``
     (a callable run by the timing, e.g. to start another process)."""
-    from sgemm_lab import gpu, runners
-    from sgemm_lab.stats import summarize
+    from sgemm_lab.gpu import buffers, device, reference, timing
+    from sgemm_lab.measure import runners
+    from sgemm_lab.measure.stats import summarize
 
     class Mem:
         def free(self):
@@ -265,14 +266,14 @@ def _gpu_runner(lab, monkeypatch, timings):
         calls.append(kw["pci_bus_id"])
         timings[len(calls) - 1]()
         ms = float(len(calls))
-        return gpu.Timing(stats=summarize([ms] * 5), warmup_s=0.1, warmup_launches=4, sm_clock_before_mhz=1980,
-                          sm_clock_after_mhz=1980)
+        return timing.Timing(stats=summarize([ms] * 5), warmup_s=0.1, warmup_launches=4, sm_clock_before_mhz=1980,
+                             sm_clock_after_mhz=1980)
 
     cuda = SimpleNamespace(mem_alloc=lambda n: Mem(), memcpy_dtod_async=lambda *a: None, memcpy_dtod=lambda *a: None)
-    monkeypatch.setattr(gpu, "driver", lambda: cuda)
-    monkeypatch.setattr(gpu, "DeviceCheck", Check)
-    monkeypatch.setattr(gpu, "Buffers", Buffers)
-    monkeypatch.setattr(gpu, "time_launches", time_launches)
+    monkeypatch.setattr(device, "driver", lambda: cuda)
+    monkeypatch.setattr(reference, "DeviceCheck", Check)
+    monkeypatch.setattr(buffers, "Buffers", Buffers)
+    monkeypatch.setattr(timing, "time_launches", time_launches)
     r = runners.GpuRunner.__new__(runners.GpuRunner)
     r.cfg, r.impl, r.spec = lab, "cublas", None
     r.dev = SimpleNamespace(pci_bus_id="0000:01:00.0", name="Simulated GPU", l2_bytes=1 << 20)
@@ -283,8 +284,8 @@ def _gpu_runner(lab, monkeypatch, timings):
 
 
 def test_gpu_bench_times_again_and_records_what_it_saw(lab, monkeypatch):
-    from sgemm_lab.config import Shape
-    from sgemm_lab.runners import TimingSettings
+    from sgemm_lab.config.records import Shape
+    from sgemm_lab.measure.runners import TimingSettings
 
     gpu = FakeGpu("GPU-aaaa", compute=[(ME, 300 * MiB)])
     install(monkeypatch, FakeNvml([gpu]))
@@ -345,10 +346,10 @@ def test_a_disturbed_point_is_never_an_ok_row(monkeypatch, raw_config):
 
 
 def test_disturbed_points_leave_the_step_ok_but_counted(tmp_path, monkeypatch, caplog, raw_config):
-    from sgemm_lab import config as cfgmod
+    from sgemm_lab.config import load as cfgmod
     from sgemm_lab.pipeline import points
-    from sgemm_lab.outcome import FAILED, OK
     from sgemm_lab.pipeline import points
+    from sgemm_lab.pipeline.outcome import FAILED, OK
 
     raw = raw_config
     cfg = cfgmod.from_dict(raw)

@@ -4,8 +4,9 @@ import pandas as pd
 import pytest
 from conftest import kernel_entry
 
-from sgemm_lab import autotune, expr, geometry
-from sgemm_lab import config as cfgmod
+from sgemm_lab.config import expr, geometry
+from sgemm_lab.config import load as cfgmod
+from sgemm_lab.dispatch import autotune
 from sgemm_lab.errors import ConfigError, LabError
 
 

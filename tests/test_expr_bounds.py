@@ -16,8 +16,8 @@ import pytest
 import yaml
 from conftest import ROOT, kernel_entry
 
-from sgemm_lab import expr, geometry
-from sgemm_lab import config as cfgmod
+from sgemm_lab.config import expr, geometry
+from sgemm_lab.config import load as cfgmod
 from sgemm_lab.errors import ConfigError
 
 GUARD_S = 20  # "does not hang": each guarded case takes well under a second
@@ -39,7 +39,7 @@ def _guarded(script: str, *args: str, stdin: str | None = None) -> subprocess.Co
 
 _EVAL_SCRIPT = """
 import json, sys
-from sgemm_lab import expr
+from sgemm_lab.config import expr
 out = []
 for text, env in json.load(sys.stdin):
     try:
@@ -141,7 +141,7 @@ def test_refusal_names_the_key_and_keeps_the_default_wording():
 
 _LOAD_SCRIPT = """
 import json, sys
-from sgemm_lab import config
+from sgemm_lab.config import load as config
 try:
     if sys.argv[1].endswith(".json"):
         with open(sys.argv[1]) as fh:
@@ -221,7 +221,8 @@ def test_sweep_at_the_bound_is_accepted_and_one_more_point_is_not():
 
 _SWEEP_SCRIPT = """
 from dataclasses import replace
-from sgemm_lab import autotune, config
+from sgemm_lab.config import load as config
+from sgemm_lab.dispatch import autotune
 from sgemm_lab.errors import ConfigError
 spec = config.from_dict({"kernels": [{"id": "99_test", "title": "t", "source": "04_1d_blocktiling.cu",
     "entry": "e", "geometry": "block_tile", "params": {"BM": 64, "BN": 64, "BK": 8, "TM": 8}}]}).kernels[0]

@@ -5,8 +5,8 @@ import sys
 
 import pandas as pd
 
-from sgemm_lab import failures
-from sgemm_lab.report import failure_section
+from sgemm_lab.failures import cases as failures
+from sgemm_lab.report.problems import failure_section
 
 SAMPLE = '''
 import pytest

@@ -6,10 +6,10 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.text import Text
 
-from sgemm_lab import config as cfgmod
-from sgemm_lab import plots
-from sgemm_lab.pipeline.report import stage_families
-from sgemm_lab.report import ladder_rows
+from sgemm_lab.config import load as cfgmod
+from sgemm_lab.report import plots, profile_plots
+from sgemm_lab.report.step import stage_families
+from sgemm_lab.report.tables import ladder_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "fixtures" / "h100"
@@ -60,7 +60,7 @@ def test_stall_figure_shares_on_a_linear_scale_legend_outside():
     cfg = cfgmod.load(ROOT / "config" / "config.yaml")
     ncu = pd.read_csv(FIX / "ncu_metrics.csv")
     shape = tuple(int(v) for v in ncu[["m", "n", "k"]].iloc[0])
-    fig = plots.stall_figure(ncu, order=list(cfg.implementations), shape=shape)
+    fig = profile_plots.stall_figure(ncu, order=list(cfg.implementations), shape=shape)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     (ax,) = fig.axes
@@ -96,11 +96,11 @@ def test_roofline_draws_the_tensor_roof_where_it_was_measured_legend_outside():
     bench, ncu = pd.read_csv(FIX / "bench.csv"), pd.read_csv(FIX / "ncu_metrics.csv")
     ceilings = {"fp32_tflops": 59.8, "dram_gbps": 3010.0}
     shape = (4096, 4096, 4096)
-    fig = plots.roofline_figure(bench, ncu, ceilings, order=list(cfg.implementations), shape=shape)
+    fig = profile_plots.roofline_figure(bench, ncu, ceilings, order=list(cfg.implementations), shape=shape)
     ax = fig.axes[0]
     drawn = [ln.get_linestyle() for ln in ax.get_lines() if ln.get_linestyle() != "None"]
     assert drawn == ["-"] and "FMA roof only" in ax.get_title()
-    fig = plots.roofline_figure(bench, ncu, {**ceilings, "tf32_tflops": 480.0}, order=list(cfg.implementations),
+    fig = profile_plots.roofline_figure(bench, ncu, {**ceilings, "tf32_tflops": 480.0}, order=list(cfg.implementations),
                                 shape=shape)
     ax = fig.axes[0]
     roofs = {ln.get_linestyle(): max(ln.get_ydata()) for ln in ax.get_lines() if ln.get_linestyle() != "None"}
@@ -110,4 +110,4 @@ def test_roofline_draws_the_tensor_roof_where_it_was_measured_legend_outside():
     legend = ax.get_legend().get_window_extent()
     assert legend.x0 >= ax.get_window_extent().x1  # outside the data
     assert any("TF32 tensor cores" in t.get_text() for t in ax.get_legend().get_texts())
-    assert isinstance(plots.roofline_figure(bench, ncu, {}, order=list(cfg.implementations), shape=shape), str)
+    assert isinstance(profile_plots.roofline_figure(bench, ncu, {}, order=list(cfg.implementations), shape=shape), str)

@@ -1,9 +1,9 @@
 import pytest
 from conftest import kernel_entry
 
-from sgemm_lab import config as cfgmod
-from sgemm_lab import geometry
-from sgemm_lab.config import Shape
+from sgemm_lab.config import geometry
+from sgemm_lab.config import load as cfgmod
+from sgemm_lab.config.records import Shape
 from sgemm_lab.errors import ConfigError, ShapeError
 
 
@@ -131,7 +131,7 @@ def test_no_split_without_workspace_or_for_other_kernels():
 
 
 def test_sanitizers_run_a_narrow_stage_at_the_smallest_check_shape_it_takes():
-    from sgemm_lab.sanitize import ODD, sanitize_shape
+    from sgemm_lab.sanitizers.sanitize import ODD, sanitize_shape
 
     narrow = spec(shapes="any", params={"BM": 32, "BN": 16, "BK": 128, "THREADS": 256}, runs_when=["N <= BN"])
     checks = [Shape(m=128, n=128, k=128), Shape(m=2000, n=16, k=1000), Shape(m=37, n=3, k=70001)]

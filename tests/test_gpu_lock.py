@@ -4,7 +4,8 @@ import fcntl
 
 import pytest
 
-from sgemm_lab import gpulock
+from sgemm_lab.gpu.discovery import Gpu
+from sgemm_lab.measure import gpulock
 
 
 def _try(path, mode):
@@ -53,7 +54,7 @@ def test_self_locking_steps_are_gpu_steps(step):
 
 
 # ----------------------------------------------------------------------------------- several GPUs
-TWO = [gpulock.Gpu(0, "GPU-aaaa"), gpulock.Gpu(1, "GPU-bbbb")]
+TWO = [Gpu(0, "GPU-aaaa"), Gpu(1, "GPU-bbbb")]
 
 
 @pytest.fixture
@@ -150,7 +151,7 @@ def test_one_gpu_takes_its_own_lock_and_only_records_the_device(tmp_path, clean_
 def test_jobs_of_a_cluster_wait_only_for_their_own_gpu(tmp_path, clean_pin):
     """Two nodes sharing results/ on a network filesystem, each job shown its one GPU as index 0: timing
     jobs on different GPUs run side by side, jobs on the same GPU take turns."""
-    node_a, node_b = gpulock.Gpu(0, "GPU-aaaa"), gpulock.Gpu(0, "GPU-cccc")
+    node_a, node_b = Gpu(0, "GPU-aaaa"), Gpu(0, "GPU-cccc")
     base = tmp_path / ".gpu.lock"
     with gpulock.gpu_lock(exclusive=True, path=base, devices=[node_a]):
         assert _try(gpulock.device_lock_path(node_b, base), fcntl.LOCK_EX)      # the other node's GPU is free
@@ -179,7 +180,7 @@ def test_point_processes_take_the_gpu_from_the_step(clean_pin):
 @pytest.mark.parametrize("visible, want", [(None, [0, 1, 2]), ("2,0", [2, 0]), ("GPU-bbb", [1]), ("1,7,2", [1]),
                                            ("", []), ("GPU-a,GPU-a", [0])])
 def test_cuda_visible_devices_narrows_as_cuda_does(visible, want):
-    from sgemm_lab.devices import Gpu, narrow
+    from sgemm_lab.gpu.discovery import narrow
 
     gpus = [Gpu(0, "GPU-aaa1"), Gpu(1, "GPU-bbb2"), Gpu(2, "GPU-ccc3")]
     assert [g.index for g in narrow(gpus, visible)] == want
@@ -284,7 +285,8 @@ import os, sys, time
 from pathlib import Path
 
 from fake_nvml import FakeGpu, FakeNvml
-from sgemm_lab import devices, gpulock
+from sgemm_lab.gpu import discovery as devices
+from sgemm_lab.measure import gpulock
 
 devices._open_library = lambda: FakeNvml([FakeGpu("GPU-5151")])  # the host's one GPU, simulated
 me, other, events, inside = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]

@@ -5,9 +5,9 @@ import shutil
 import numpy as np
 import pytest
 
-from sgemm_lab import host, runners
-from sgemm_lab.config import Shape
+from sgemm_lab.config.records import Shape
 from sgemm_lab.errors import CompileError
+from sgemm_lab.measure import host, runners
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def test_numpy_baseline_verifies_and_times(lab):
 
 def test_a_wrong_host_kernel_is_caught(lab, tmp_path, monkeypatch):
     """A plausible bug (alpha applied to beta*C too) fails verification."""
-    from sgemm_lab import config as cfgmod
+    from sgemm_lab.config import records
 
     src = tmp_path / "kernels"
     src.mkdir()
@@ -50,8 +50,8 @@ def test_a_wrong_host_kernel_is_caught(lab, tmp_path, monkeypatch):
         "  for (int i = 0; i < M; ++i) for (int j = 0; j < N; ++j) { float s = 0;\n"
         "    for (int k = 0; k < K; ++k) s += A[i*K+k] * B[k*N+j];\n"
         "    C[i*N+j] = alpha * (s + (beta == 0 ? 0 : beta * C[i*N+j])); } }\n")
-    monkeypatch.setattr(cfgmod, "KERNEL_DIR", src)
-    spec = cfgmod.KernelSpec(id="00_bad", title="bad", source="00_bad.c", entry="bad", geometry="host",
+    monkeypatch.setattr(records, "KERNEL_DIR", src)
+    spec = records.KernelSpec(id="00_bad", title="bad", source="00_bad.c", entry="bad", geometry="host",
                              backend="host", shapes="any", max_dim=1024)
     lib, _, _ = host.compile_shared(spec, lab.cpu.cflags)
     (tmp_path / "bad.so").write_bytes(lib)
@@ -61,13 +61,13 @@ def test_a_wrong_host_kernel_is_caught(lab, tmp_path, monkeypatch):
 
 
 def test_host_compile_errors_are_one_line(lab, tmp_path, monkeypatch):
-    from sgemm_lab import config as cfgmod
+    from sgemm_lab.config import records
 
     if shutil.which("cc") is None:
         pytest.skip("no C compiler")
     (tmp_path / "00_x.c").write_text("void f( {\n")
-    monkeypatch.setattr(cfgmod, "KERNEL_DIR", tmp_path)
-    spec = cfgmod.KernelSpec(id="00_x", title="x", source="00_x.c", entry="f", geometry="host", backend="host")
+    monkeypatch.setattr(records, "KERNEL_DIR", tmp_path)
+    spec = records.KernelSpec(id="00_x", title="x", source="00_x.c", entry="f", geometry="host", backend="host")
     with pytest.raises(CompileError) as err:
         host.compile_shared(spec, lab.cpu.cflags)
     assert str(err.value).startswith("kernel 00_x: C compiler failed:") and "\n" not in str(err.value)
@@ -86,7 +86,8 @@ def test_host_launcher_rejects_wrong_arrays(lab, host_specs, tmp_path):
 
 def test_a_point_that_would_not_fit_is_skipped_before_its_inputs_are_drawn(lab, monkeypatch):
     """The check's host memory is weighed before any input is drawn: the row says bytes needed and free."""
-    from sgemm_lab import footprint, verify
+    from sgemm_lab.config import footprint
+    from sgemm_lab.measure import verify
     from sgemm_lab.pipeline import points
 
     monkeypatch.setattr(footprint, "host_available_bytes", lambda: 2**30)  # 1 GiB free
@@ -107,7 +108,7 @@ def _raw(lab):
     import yaml
     from conftest import ROOT
 
-    from sgemm_lab import config as cfgmod
+    from sgemm_lab.config import load as cfgmod
 
     raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     raw["cpu"] = dict(raw.get("cpu", {}), max_dim=100000)  # the size limit is not what skips it here

@@ -3,7 +3,7 @@
 import os
 import time
 
-from sgemm_lab import isolate
+from sgemm_lab.measure import isolate
 
 
 class FakeCudaError(RuntimeError):

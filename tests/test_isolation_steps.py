@@ -11,8 +11,10 @@ import sys
 import pandas as pd
 import pytest
 
-from sgemm_lab import config as cfgmod
-from sgemm_lab import host, io
+from sgemm_lab.config import load as cfgmod
+from sgemm_lab.config import records
+from sgemm_lab.measure import host
+from sgemm_lab.pipeline import io
 from sgemm_lab.pipeline import points
 
 BAD = r"""
@@ -40,6 +42,7 @@ def setup(tmp_path, monkeypatch):
     kdir.mkdir()
     (kdir / "00_bad.c").write_text(BAD)
     monkeypatch.setattr(cfgmod, "KERNEL_DIR", kdir)
+    monkeypatch.setattr(records, "KERNEL_DIR", kdir)
     raw = {"watchdog_s": 3, "cpu": {"max_dim": 64, "min_reps": 2, "target_ms": 1},
            "check": {"shapes": [[5, 6, 7], [7, 6, 5], [9, 6, 5], [11, 6, 5], [13, 6, 5]]},
            "bench": {"square": [], "shapes": [[5, 6, 7], [7, 6, 5], [9, 6, 5], [11, 6, 5], [13, 6, 5], [65, 8, 8]],

@@ -13,8 +13,8 @@ import pandas as pd
 import yaml
 from conftest import ROOT, copy_workflow
 
-from sgemm_lab import io, outcome
-from sgemm_lab.config import from_dict, validate
+from sgemm_lab.config.load import from_dict, validate
+from sgemm_lab.pipeline import io, outcome
 
 FIX = ROOT / "tests" / "fixtures" / "h100"
 COMPARE = ["--config", 'compare={"runs": ["h100", "h200"]}']

@@ -6,9 +6,9 @@ import stat
 import pandas as pd
 import pytest
 
-from sgemm_lab import profile
-from sgemm_lab.pipeline import profile as profile_step
-from sgemm_lab.config import Shape
+from sgemm_lab.config.records import Shape
+from sgemm_lab.profiling import ncu as profile
+from sgemm_lab.profiling import step as profile_step
 
 RAW = ('"ID","Kernel Name","gpu__time_duration.sum","dram__bytes_read.sum","launch__registers_per_thread",'
        '"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"\n'
@@ -64,7 +64,7 @@ def _profile(lab, raw_config, tmp_path):
 
 
 def test_failed_build_is_a_row_not_a_profile(lab, raw_config, tmp_path, monkeypatch):
-    from sgemm_lab import io
+    from sgemm_lab.pipeline import io
 
     monkeypatch.setattr(profile.shutil, "which", lambda name: None)
     kid = lab.gpu_implementations[0]

@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 from conftest import ROOT
 
-from sgemm_lab import io
-from sgemm_lab.compile import source_hash
+from sgemm_lab.gpu.compile import source_hash
+from sgemm_lab.pipeline import io
 
 REF = ROOT / "reports" / "h100"
 
@@ -44,15 +44,15 @@ def test_reference_rows_carry_provenance():
 
 def test_stale_reference_is_detected(lab, ref_builds, tmp_path, monkeypatch):
     """Changing one kernel's source makes the check above fail."""
-    from sgemm_lab import config as cfgmod
+    from sgemm_lab.config import records
 
-    kdir, orig = tmp_path / "kernels", cfgmod.KERNEL_DIR
+    kdir, orig = tmp_path / "kernels", records.KERNEL_DIR
     kdir.mkdir()
     for f in orig.iterdir():  # sources and the headers they include
         (kdir / f.name).write_text(f.read_text())
     changed = lab.kernel("05_2d_blocktiling")
     (kdir / changed.source).write_text((orig / changed.source).read_text() + "\n// edited\n")
-    monkeypatch.setattr(cfgmod, "KERNEL_DIR", kdir)
+    monkeypatch.setattr(records, "KERNEL_DIR", kdir)
     stale = [s.id for s in lab.kernels if not s.autotuned and not s.dispatched
              and ref_builds.loc[s.id, "source_sha256"] != source_hash(s)]
     assert stale == ["05_2d_blocktiling"]
@@ -65,7 +65,7 @@ def test_stale_reference_is_detected(lab, ref_builds, tmp_path, monkeypatch):
 
 def test_named_commit_wins_over_the_copy_s_own_git(monkeypatch):
     """A synced copy may carry a stale .git: the commit named by SGEMM_LAB_GIT_COMMIT is what is recorded."""
-    from sgemm_lab import envinfo
+    from sgemm_lab.pipeline import environment as envinfo
 
     monkeypatch.setenv("SGEMM_LAB_GIT_COMMIT", "0123456789abcdef0123456789abcdef01234567")
     sw = envinfo.software()
@@ -75,7 +75,7 @@ def test_named_commit_wins_over_the_copy_s_own_git(monkeypatch):
 
 
 def test_environment_record_names_the_container(monkeypatch):
-    from sgemm_lab import envinfo
+    from sgemm_lab.pipeline import environment as envinfo
 
     monkeypatch.delenv("SGEMM_LAB_IMAGE_BASE", raising=False)
     monkeypatch.setenv("SGEMM_LAB_CONTAINER_IMAGE", "localhost/sgemm-lab:test@sha256:abc")

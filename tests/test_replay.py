@@ -9,8 +9,9 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import replay  # noqa: E402
 
-from sgemm_lab import config as cfgmod, verify  # noqa: E402
-from sgemm_lab.config import Shape  # noqa: E402
+from sgemm_lab.config import load as cfgmod  # noqa: E402
+from sgemm_lab.config.records import Shape  # noqa: E402
+from sgemm_lab.measure import verify  # noqa: E402
 
 
 def test_a_row_replays_its_inputs(tmp_path, capsys):

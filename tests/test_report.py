@@ -1,13 +1,16 @@
 """Report rendering, aggregation and figures from a fixture of real results (the H100 reference run)."""
 
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 from conftest import ROOT
 
-from sgemm_lab import entry, io, report
+from sgemm_lab.pipeline import entry, io
+from sgemm_lab.report import sections, stage_tables
+from sgemm_lab.report import tables as report_tables
 
 FIX = ROOT / "tests" / "fixtures" / "h100"
 FIGS = ["tflops_vs_size", "ladder", "accuracy", "roofline", "stalls", "memory"]
@@ -24,9 +27,9 @@ def tables():
 
 
 def _render(lab, tables, **over):
-    kw = dict(tables, figures={n: report.Path(f"figures/{n}.png") for n in FIGS}, wall_s=123.4)
+    kw = dict(tables, figures={n: Path(f"figures/{n}.png") for n in FIGS}, wall_s=123.4)
     kw.update(over)
-    return report.render(lab, **kw)
+    return sections.render(lab, **kw)
 
 
 def test_tidy_bench_columns(tables):
@@ -47,7 +50,7 @@ def test_tidy_ncu_metrics(tables):
 def test_collect_bench_computes_pct_of_cublas_at_the_same_shape(tables):
     raw = tables["bench"].drop(columns=["pct_cublas"])
     frames = [g for _, g in raw.groupby("kernel")]
-    out = report.collect_bench(frames, order=["04_1d_blocktiling", "01_naive", "cublas"])
+    out = report_tables.collect_bench(frames, order=["04_1d_blocktiling", "01_naive", "cublas"])
     assert list(out.kernel.drop_duplicates())[:2] == ["04_1d_blocktiling", "01_naive"]
     row = out[(out.kernel == "01_naive") & (out.m == 4096) & (out.k == 4096)].iloc[0]
     ref = out[(out.kernel == "cublas") & (out.m == 4096) & (out.k == 4096)].iloc[0]
@@ -148,7 +151,7 @@ def test_cpu_steps_from_snakemake_objects(lab, tables, tmp_path, raw_config):
 
 
 def test_heatmap_from_a_real_sweep(lab, tmp_path):
-    from sgemm_lab.plots import sweep_heatmap
+    from sgemm_lab.report.plots import sweep_heatmap
 
     spec = lab.kernel("09_async_pipeline")
     sweep_heatmap(pd.read_csv(FIX / "sweeps" / "09_async_pipeline.csv"), tmp_path / "h.png", kernel=spec.id,
@@ -194,7 +197,7 @@ def test_every_result_table_carries_provenance(tables):
 def test_not_profiled_names_the_stages_unless_it_is_all_of_them():
     import pandas as pd
 
-    from sgemm_lab.report import not_profiled
+    from sgemm_lab.report.stage_tables import not_profiled
 
     ncu = pd.DataFrame([dict(kernel="a", status="ok"), dict(kernel="b", status="not run: build failed: x"),
                         dict(kernel="c", status="not run: build failed: x")])
@@ -204,13 +207,13 @@ def test_not_profiled_names_the_stages_unless_it_is_all_of_them():
 
 
 def test_suite_table_compares_the_best_verified_stage_with_cublas(raw_config, tables):
-    from sgemm_lab.config import from_dict
+    from sgemm_lab.config.load import from_dict
 
     raw_config["suite"] = {"shapes": [[4096, 4096, 4096], [3000, 3000, 3000], [777, 777, 777]]}
     cfg = from_dict(raw_config)
     bench = tables["bench"]
     ok = bench[bench.status == "ok"]
-    text = "\n".join(report.suite_table(cfg, ok))
+    text = "\n".join(report_tables.suite_table(cfg, ok))
     ratios = []
     for m in (4096, 3000):
         at = ok[(ok.m == m) & (ok.n == m) & (ok.k == m)]
@@ -229,15 +232,15 @@ def test_suite_table_compares_the_best_verified_stage_with_cublas(raw_config, ta
 
 
 def test_suite_only_shapes_stay_out_of_the_ladder(raw_config, tables):
-    from sgemm_lab.config import from_dict
+    from sgemm_lab.config.load import from_dict
 
     raw_config["suite"] = {"shapes": [[4096, 4096, 4096], [512, 512, 16384]]}
     cfg = from_dict(raw_config)
     bench = tables["bench"]
     extra = bench[bench.kernel == "cublas"].head(1).assign(m=512, n=512, k=16384)
     both = pd.concat([bench, extra], ignore_index=True)
-    assert len(report.ladder_rows(cfg, both)) == len(bench)
-    assert "512×512×16384" not in report.ladder_table(cfg, both, tables["checks"])
+    assert len(report_tables.ladder_rows(cfg, both)) == len(bench)
+    assert "512×512×16384" not in report_tables.ladder_table(cfg, both, tables["checks"])
 
 
 def test_accuracy_table_reads_the_errors_of_every_check_run(lab, tables):
@@ -251,14 +254,14 @@ def test_accuracy_table_reads_the_errors_of_every_check_run(lab, tables):
     assert f"| fp32 | {len(ran)} | {ran.rel_err.median():.2e} | {worst.rel_err:.2e} |" in line
     assert f"{worst.rel_err / worst.tolerance:.2f} |" in line
     # a TF32 stage is labelled with its class
-    tf32 = report.accuracy_table(replace(lab, kernels=tuple(replace(k, precision="tf32") if k.id == "06_vectorized"
+    tf32 = report_tables.accuracy_table(replace(lab, kernels=tuple(replace(k, precision="tf32") if k.id == "06_vectorized"
                                                               else k for k in lab.kernels)), checks)
     assert "| `06_vectorized` | tf32 |" in tf32
-    assert report.accuracy_table(lab, checks.iloc[0:0]) is None
+    assert report_tables.accuracy_table(lab, checks.iloc[0:0]) is None
 
 
 def test_3xtf32_error_against_k_marks_every_cell_above_cublas(tables):
-    from sgemm_lab import accuracy
+    from sgemm_lab.report import accuracy
 
     checks = pd.read_csv(ROOT / "reports" / "h100" / "check.csv")  # the committed reference: distributions too
     precisions = {"16_3xtf32": "3xtf32", "18_wgmma_3xtf32": "3xtf32", "11_general": "fp32"}
@@ -279,14 +282,14 @@ def test_3xtf32_error_against_k_marks_every_cell_above_cublas(tables):
 
 
 def test_tf32_stages_are_compared_with_cublas_tf32_and_kept_out_of_the_fp32_suite(raw_config, tables):
-    from sgemm_lab.config import from_dict
+    from sgemm_lab.config.load import from_dict
 
     raw = tables["bench"].drop(columns=["pct_cublas"])
     tf32 = raw[raw.kernel == "cublas"].assign(kernel="cublas_tf32", median_ms=lambda d: d.median_ms / 5,
                                               tflops=lambda d: d.tflops * 5)
     fast = raw[raw.kernel == "06_vectorized"].assign(tflops=lambda d: d.tflops * 3, median_ms=lambda d: d.median_ms / 3)
     frames = [g for _, g in pd.concat([raw, tf32], ignore_index=True).groupby("kernel")]
-    out = report.collect_bench(frames, order=["06_vectorized", "cublas", "cublas_tf32"], tf32=("06_vectorized",))
+    out = report_tables.collect_bench(frames, order=["06_vectorized", "cublas", "cublas_tf32"], tf32=("06_vectorized",))
     at = out[(out.m == 4096) & (out.n == 4096) & (out.k == 4096)].set_index("kernel")
     assert at.loc["06_vectorized", "baseline"] == "cublas_tf32"
     assert at.loc["06_vectorized", "pct_cublas"] == pytest.approx(100 * at.loc["06_vectorized", "tflops"]
@@ -300,14 +303,14 @@ def test_tf32_stages_are_compared_with_cublas_tf32_and_kept_out_of_the_fp32_suit
                              for k in raw_config["kernels"]]
     cfg = from_dict(raw_config)
     boosted = pd.concat([tables["bench"][tables["bench"].kernel != "06_vectorized"], fast], ignore_index=True)
-    text = "\n".join(report.suite_table(cfg, boosted[boosted.status == "ok"]))
+    text = "\n".join(report_tables.suite_table(cfg, boosted[boosted.status == "ok"]))
     assert "`06_vectorized`" not in text and "Geometric mean over 1 shape" in text
 
 
 def test_cublas_tf32_is_a_timed_baseline_only_when_configured(raw_config):
-    from sgemm_lab.config import from_dict
-    from sgemm_lab.runners import precision_of
-    from sgemm_lab.verify import tolerance_for
+    from sgemm_lab.config.load import from_dict
+    from sgemm_lab.measure.runners import precision_of
+    from sgemm_lab.measure.verify import tolerance_for
 
     raw_config["baseline"] = dict(raw_config.get("baseline", {}), cublas_tf32=False)
     cfg = from_dict(raw_config)
@@ -322,7 +325,7 @@ def test_cublas_tf32_is_a_timed_baseline_only_when_configured(raw_config):
 
 
 def test_accuracy_points_pair_the_worst_error_with_the_speed(tables):
-    from sgemm_lab.plots import accuracy_points
+    from sgemm_lab.report.plots import accuracy_points
 
     bench, checks = tables["bench"], tables["checks"]
     pts = accuracy_points(bench, checks, order=["06_vectorized", "cublas", "no_such"], shape=(4096, 4096, 4096),
@@ -337,7 +340,7 @@ def test_accuracy_points_pair_the_worst_error_with_the_speed(tables):
 def test_the_method_counts_clean_retried_disturbed_and_unwatched_points():
     import pandas as pd
 
-    from sgemm_lab.report import disturbance_summary
+    from sgemm_lab.report.problems import disturbance_summary
 
     bench = pd.DataFrame({"status": ["ok", "ok", "disturbed", "ok", "ok", "failed"],
                           "disturbance": ["none", "none; clean on try 2 of 3, after: pid 9 x", "all 3 tries disturbed",
@@ -351,7 +354,7 @@ def test_the_method_counts_clean_retried_disturbed_and_unwatched_points():
 def test_a_disturbed_epilogue_timing_is_marked_and_not_the_best():
     import pandas as pd
 
-    from sgemm_lab.report import epilogue_table
+    from sgemm_lab.report.tables import epilogue_table
 
     rows = [dict(m=64, n=64, k=64, act="none", implementation=impl, verified=True, reason="", tflops=t, median_ms=1.0,
                  padded=False, disturbed=d) for impl, t, d in (("07_fused_epilogue", 10.0, False), ("cublaslt", 20.0, True))]
@@ -363,7 +366,7 @@ def test_a_disturbed_epilogue_timing_is_marked_and_not_the_best():
 def test_the_fp32_accurate_race_takes_3xtf32_stages_that_passed_the_fp32_class(raw_config):
     """The strict table stays strict; the FP32-accurate one admits a 3xTF32 stage only when every check
     it ran passed the FP32 class (judged against cuBLAS on the same inputs), and names what to use."""
-    from sgemm_lab.config import from_dict
+    from sgemm_lab.config.load import from_dict
 
     raw_config["suite"] = {"shapes": [[4096, 4096, 4096], [512, 512, 16384]]}
     cfg = from_dict(raw_config)
@@ -378,9 +381,9 @@ def test_the_fp32_accurate_race_takes_3xtf32_stages_that_passed_the_fp32_class(r
                        row("18_wgmma_3xtf32", 512, 512, 16384, 0.9)])
     checks = pd.DataFrame([dict(kernel=k, status="pass", fp32_limit=1e-5, m=64, n=64, k=64)
                            for k in ("11_general", "18_wgmma_3xtf32", "17_wgmma_tf32", "cublas")])
-    strict = "\n".join(report.suite_table(cfg, ok))
+    strict = "\n".join(report_tables.suite_table(cfg, ok))
     assert "18_wgmma_3xtf32" not in strict and "17_wgmma_tf32" not in strict
-    text = "\n".join(report.fp32_accurate_table(cfg, ok, checks))
+    text = "\n".join(report_tables.fp32_accurate_table(cfg, ok, checks))
     assert "| 4096³ | " in text and "`18_wgmma_3xtf32` (3xtf32)" in text and f"**{2.7 / 1.7:.3f}×**" in text
     assert "17_wgmma_tf32" not in text  # TF32 is no FP32-accurate class, however fast
     assert f"minimum **{0.18 / 0.2:.3f}×** at 512×512×16384" in text
@@ -389,14 +392,14 @@ def test_the_fp32_accurate_race_takes_3xtf32_stages_that_passed_the_fp32_class(r
     # one failed check (any distribution) and the stage is out of the race
     failed = pd.concat([checks, pd.DataFrame([dict(kernel="18_wgmma_3xtf32", status="fail", fp32_limit=1e-5,
                                                    m=256, n=256, k=65536)])])
-    assert "18_wgmma_3xtf32" not in "\n".join(report.fp32_accurate_table(cfg, ok, failed))
+    assert "18_wgmma_3xtf32" not in "\n".join(report_tables.fp32_accurate_table(cfg, ok, failed))
     # a run whose checks were not judged against cuBLAS has no such table
-    assert report.fp32_accurate_table(cfg, ok, checks.drop(columns="fp32_limit")) == []
+    assert report_tables.fp32_accurate_table(cfg, ok, checks.drop(columns="fp32_limit")) == []
 
 
 def test_traffic_model_leaves_out_stages_that_do_not_run_the_shape(lab):
     # stage 19 runs only narrow outputs (runs_when N <= BN): no predicted traffic at 4096^3, a row at 8192x12x6144
-    square = report.model_table(lab, pd.DataFrame(), (4096, 4096, 4096))
-    narrow = report.model_table(lab, pd.DataFrame(), (8192, 12, 6144))
+    square = stage_tables.model_table(lab, pd.DataFrame(), (4096, 4096, 4096))
+    narrow = stage_tables.model_table(lab, pd.DataFrame(), (8192, 12, 6144))
     assert "`11_general`" in square and "`19_narrow`" not in square
     assert "`19_narrow`" in narrow

@@ -11,9 +11,9 @@ from dataclasses import replace
 import pytest
 from conftest import ROOT, copy_workflow
 
-from sgemm_lab import io, outcome
-from sgemm_lab.pipeline import report as report_step
-from sgemm_lab.pipeline.run_files import FIGURES
+from sgemm_lab.pipeline import io, outcome
+from sgemm_lab.report import step as report_step
+from sgemm_lab.report.run_files import FIGURES
 
 FIX = ROOT / "tests" / "fixtures" / "h100"
 

@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 from conftest import ROOT
 
-from sgemm_lab import report, sass
+from sgemm_lab.gpu import sass
+from sgemm_lab.report import tables
 
 FIX = ROOT / "tests" / "fixtures" / "sass"
 
@@ -27,11 +28,11 @@ def test_sass_table_lists_the_counts_of_each_built_stage(lab):
     builds = pd.DataFrame([dict(kernel="08_warptiling", sass_ffma=2048, sass_hmma=0, sass_hgmma=0, sass_lds=256,
                                 sass_total=3000),
                            dict(kernel="09_async_pipeline")])  # no counts recorded (no cuobjdump)
-    text = report.sass_table(lab, builds)
+    text = tables.sass_table(lab, builds)
     line = next(ln for ln in text.splitlines() if ln.startswith("| `08_warptiling`"))
     assert line.startswith("| `08_warptiling` | fp32 | 2048 | 0 | 0 | 256 |") and line.endswith("| 3000 |")
     assert "09_async_pipeline" not in text
-    assert report.sass_table(lab, pd.DataFrame([dict(kernel="08_warptiling")])) is None
+    assert tables.sass_table(lab, pd.DataFrame([dict(kernel="08_warptiling")])) is None
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None or sass.cuobjdump() is None, reason="needs nvcc and cuobjdump")

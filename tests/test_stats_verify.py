@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from sgemm_lab import stats, verify
-from sgemm_lab.config import Shape
+from sgemm_lab.config.records import Shape
+from sgemm_lab.measure import stats, verify
 
 
 def test_summarize_known_values():
@@ -93,7 +93,7 @@ def test_compare_rejects_shape_mismatch():
 
 
 def test_check_modes_catch_an_ignored_alpha_and_a_read_of_c_when_beta_is_zero():
-    from sgemm_lab.runners import _check_rows
+    from sgemm_lab.measure.runners import _check_rows
 
     p = verify.make_problem(Shape(m=9, n=7, k=5), alpha=1.25, beta=-0.75, seed=4)
     a, b, c = (x.astype(np.float64) for x in (p.a, p.b, p.c))
@@ -109,7 +109,7 @@ def test_check_modes_catch_an_ignored_alpha_and_a_read_of_c_when_beta_is_zero():
         c0 = np.full_like(c, np.nan) if poison else c
         return (alpha * (a @ b) + beta * c0).astype(np.float32)  # 0 * NaN = NaN
 
-    from sgemm_lab.config import CheckSettings
+    from sgemm_lab.config.records import CheckSettings
 
     check = CheckSettings(shapes=(), alpha=1.25, beta=-0.75, tolerance_factor=10)
     ok = _check_rows(p, verify.references(p), good, "fp32", check)
@@ -138,7 +138,7 @@ def test_cancelling_terms_do_not_turn_rounding_into_a_failure():
 
 
 def test_tolerance_follows_the_precision_class():
-    from sgemm_lab.config import CheckSettings
+    from sgemm_lab.config.records import CheckSettings
 
     check = CheckSettings(shapes=(), alpha=1.25, beta=-0.75, tolerance_factor=10, tf32_tolerance_factor=2)
     k = 4096
@@ -164,12 +164,13 @@ def test_tolerance_follows_the_precision_class():
 def test_stage_precision_is_configured_and_defaults_to_fp32():
     from conftest import kernel_entry
 
-    from sgemm_lab import config as cfgmod
+    from sgemm_lab.config import load as cfgmod
+    from sgemm_lab.errors import ConfigError
 
     cfg = cfgmod.from_dict({"kernels": [kernel_entry(), kernel_entry(id="98_tf32", precision="tf32")]})
     assert cfg.kernel("99_test").precision == "fp32" and cfg.kernel("98_tf32").precision == "tf32"
     assert cfg.check.tf32_tolerance_factor == 2
-    with pytest.raises(cfgmod.ConfigError, match="precision"):
+    with pytest.raises(ConfigError, match="precision"):
         cfgmod.from_dict({"kernels": [kernel_entry(precision="fp16")]})
 
 
@@ -183,7 +184,7 @@ def _clock_reader(value):
 
 
 def test_warm_up_of_the_first_point_takes_the_full_time():
-    from sgemm_lab.gpu import warm_enough
+    from sgemm_lab.gpu.timing import warm_enough
 
     read, reads = _clock_reader(1980)
     assert not warm_enough(99.0, warmup_ms=100, rewarm_ms=20, hot_clock=None, clock=read)
@@ -192,7 +193,7 @@ def test_warm_up_of_the_first_point_takes_the_full_time():
 
 
 def test_later_warm_up_ends_early_only_when_the_clock_is_back():
-    from sgemm_lab.gpu import warm_enough
+    from sgemm_lab.gpu.timing import warm_enough
 
     hot, _ = _clock_reader(1980)
     idle, _ = _clock_reader(1200)
@@ -231,8 +232,8 @@ def _numpy_sgemm(p, alpha, beta, poison):
 def test_the_fp32_limit_rejects_tf32_where_the_absolute_bound_alone_does_not(kind):
     """At long K the absolute bound (10 eps sqrt(K)) is above TF32's error; measured against a strict
     FP32 GEMM on the same inputs, TF32 fails and an FP32 sum in another order passes."""
-    from sgemm_lab.config import CheckSettings, Distribution
-    from sgemm_lab.runners import _check_rows
+    from sgemm_lab.config.records import CheckSettings, Distribution
+    from sgemm_lab.measure.runners import _check_rows
 
     k = 2**17
     check = CheckSettings(shapes=(), alpha=1.25, beta=-0.75, tolerance_factor=10)
@@ -256,7 +257,7 @@ def test_the_fp32_limit_rejects_tf32_where_the_absolute_bound_alone_does_not(kin
 
 
 def test_an_exact_baseline_does_not_make_every_rounding_a_failure():
-    from sgemm_lab.config import CheckSettings
+    from sgemm_lab.config.records import CheckSettings
 
     check = CheckSettings(shapes=(), alpha=1.25, beta=-0.75, tolerance_factor=10)
     assert verify.fp32_limit(1024, check, 0.0) == pytest.approx(check.fp32_factor * verify.BASELINE_ERR_FLOOR)
@@ -266,7 +267,7 @@ def test_an_exact_baseline_does_not_make_every_rounding_a_failure():
 
 @pytest.mark.parametrize("kind", ["normal", "loguniform", "positive", "extreme"])
 def test_input_distributions_are_what_they_say(kind):
-    from sgemm_lab.config import Distribution
+    from sgemm_lab.config.records import Distribution
 
     d = Distribution(name=kind, kind=kind)
     p = verify.make_problem(Shape(m=64, n=48, k=256), alpha=1.25, beta=-0.75, seed=5, dist=d)

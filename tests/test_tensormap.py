@@ -3,11 +3,12 @@ per-stage compile target. No GPU: the driver's encoder is not called here."""
 
 import pytest
 
-from sgemm_lab import config as cfgmod
-from sgemm_lab import geometry, tensormap
-from sgemm_lab.compile import target_arch
-from sgemm_lab.config import Shape
+from sgemm_lab.config import geometry
+from sgemm_lab.config import load as cfgmod
+from sgemm_lab.config.records import Shape
 from sgemm_lab.errors import CompileError, ConfigError, LabError
+from sgemm_lab.gpu import tensormap
+from sgemm_lab.gpu.compile import target_arch
 
 
 def wgmma(lab):

@@ -8,7 +8,7 @@ import pytest
 from conftest import ROOT, copy_workflow
 
 WORKFLOW_FILES = [ROOT / "Snakefile", *sorted((ROOT / "workflow").rglob("*.smk")),
-                  *sorted((ROOT / "workflow" / "scripts").glob("*.py")), *sorted((ROOT / "src" / "sgemm_lab").glob("*.py"))]
+                  *sorted((ROOT / "workflow" / "scripts").glob("*.py")), *sorted((ROOT / "src" / "sgemm_lab").rglob("*.py"))]
 
 
 def test_no_rule_script_or_module_names_a_kernel(lab):

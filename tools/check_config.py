@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from sgemm_lab import config as cfgmod  # noqa: E402
-from sgemm_lab.configfile import Origins, read  # noqa: E402
+from sgemm_lab.config import load as cfgmod  # noqa: E402
+from sgemm_lab.config.files import Origins, read  # noqa: E402
 from sgemm_lab.errors import ConfigError  # noqa: E402
 
 

@@ -11,15 +11,15 @@ PY=${PY:-python3}
 export PYTHONPATH=$PWD/src
 cfg=$("$PY" -c "import json,yaml; print(json.dumps(yaml.safe_load(open('config/config.yaml'))))")
 args=(--config-json "$cfg" --impl "$k" --binary "results/$run/build/$k.bin" --record "results/$run/build/$k.json")
-metrics=$("$PY" -c "from sgemm_lab.profile import METRICS; print(','.join(METRICS))")
+metrics=$("$PY" -c "from sgemm_lab.profiling.ncu import METRICS; print(','.join(METRICS))")
 t() { local name=$1; shift; local s=$(date +%s%N); "$@" >/dev/null 2>&1; echo "$name: $(( ($(date +%s%N) - s) / 1000000 )) ms (exit $?)"; }
 for i in 1 2; do
   t "python -c pass" "$PY" -c pass
-  t "target alone, 2 shapes" "$PY" -m sgemm_lab.profile_target "${args[@]}" --shapes 1024x1024x1024 4096x4096x4096
-  t "target alone, 1 shape" "$PY" -m sgemm_lab.profile_target "${args[@]}" --shapes 4096x4096x4096
+  t "target alone, 2 shapes" "$PY" -m sgemm_lab.profiling.target "${args[@]}" --shapes 1024x1024x1024 4096x4096x4096
+  t "target alone, 1 shape" "$PY" -m sgemm_lab.profiling.target "${args[@]}" --shapes 4096x4096x4096
   t "ncu, cuInit + context only" ncu "$PY" -c "import pycuda.driver as c; c.init(); import pycuda.autoprimaryctx"
-  t "ncu, all metrics, 2 shapes" ncu --clock-control none --kernel-name-base function --kernel-name "regex:^sgemm" --launch-count 2 --metrics "$metrics" -f -o /tmp/o1 "$PY" -m sgemm_lab.profile_target "${args[@]}" --shapes 1024x1024x1024 4096x4096x4096
-  t "ncu, all metrics, 1 shape" ncu --clock-control none --kernel-name-base function --kernel-name "regex:^sgemm" --launch-count 1 --metrics "$metrics" -f -o /tmp/o2 "$PY" -m sgemm_lab.profile_target "${args[@]}" --shapes 4096x4096x4096
-  t "ncu, one metric, 1 shape" ncu --clock-control none --kernel-name-base function --kernel-name "regex:^sgemm" --launch-count 1 --metrics gpu__time_duration.sum -f -o /tmp/o3 "$PY" -m sgemm_lab.profile_target "${args[@]}" --shapes 4096x4096x4096
-  t "ncu, all metrics, 1 shape, no spin" ncu --clock-control none --kernel-name-base function --kernel-name "regex:^sgemm" --launch-count 1 --metrics "$metrics" -f -o /tmp/o4 "$PY" -m sgemm_lab.profile_target "${args[@]}" --shapes 4096x4096x4096 --no-warmup
+  t "ncu, all metrics, 2 shapes" ncu --clock-control none --kernel-name-base function --kernel-name "regex:^sgemm" --launch-count 2 --metrics "$metrics" -f -o /tmp/o1 "$PY" -m sgemm_lab.profiling.target "${args[@]}" --shapes 1024x1024x1024 4096x4096x4096
+  t "ncu, all metrics, 1 shape" ncu --clock-control none --kernel-name-base function --kernel-name "regex:^sgemm" --launch-count 1 --metrics "$metrics" -f -o /tmp/o2 "$PY" -m sgemm_lab.profiling.target "${args[@]}" --shapes 4096x4096x4096
+  t "ncu, one metric, 1 shape" ncu --clock-control none --kernel-name-base function --kernel-name "regex:^sgemm" --launch-count 1 --metrics gpu__time_duration.sum -f -o /tmp/o3 "$PY" -m sgemm_lab.profiling.target "${args[@]}" --shapes 4096x4096x4096
+  t "ncu, all metrics, 1 shape, no spin" ncu --clock-control none --kernel-name-base function --kernel-name "regex:^sgemm" --launch-count 1 --metrics "$metrics" -f -o /tmp/o4 "$PY" -m sgemm_lab.profiling.target "${args[@]}" --shapes 4096x4096x4096 --no-warmup
 done

@@ -22,7 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from sgemm_lab import config as cfgmod  # noqa: E402
+from sgemm_lab.config import load as cfgmod  # noqa: E402
+from sgemm_lab.config import records  # noqa: E402
 from sgemm_lab.errors import LabError  # noqa: E402
 
 
@@ -50,8 +51,8 @@ def pick(table: Path, args) -> dict:
 
 
 def problem_of(row: dict, cfg):
-    from sgemm_lab import verify
-    from sgemm_lab.config import UNIFORM, Shape
+    from sgemm_lab.config.records import UNIFORM, Shape
+    from sgemm_lab.measure import verify
 
     dist_name = row.get("distribution") or "uniform"
     dists = {d.name: d for d in cfg.check.distributions} | {"uniform": UNIFORM}
@@ -81,8 +82,8 @@ def main(argv=None) -> int:
     try:
         import numpy as np
 
-        from sgemm_lab import verify
-        from sgemm_lab.configfile import read
+        from sgemm_lab.config.files import read
+        from sgemm_lab.measure import verify
 
         overrides = {}
         for f in args.configfile:
@@ -107,14 +108,14 @@ def replay(row: dict, p, cfg) -> int:
     run_dir = ROOT / "results" / cfg.run
     impl = row["kernel"]
     binary = record = None
-    if impl not in cfgmod.BASELINES:
+    if impl not in records.BASELINES:
         binary, record = run_dir / "build" / f"{impl}.bin", run_dir / "build" / f"{impl}.json"
         if not record.exists():
             raise LabError(f"no build of {impl} in {run_dir}: run `snakemake --cores 1 {record.relative_to(ROOT)}` first")
     runner = _runner(cfg, impl, binary, record)
     try:
         rows = runner.check(p.shape, p.seed, next((d for d in cfg.check.distributions if d.name == p.dist), None)
-                            or cfgmod.UNIFORM)
+                            or records.UNIFORM)
     finally:
         runner.close()
     for r in rows:

@@ -9,12 +9,12 @@ one=${1:-gpu1}
 two=${2:-gpu2}
 PY=${PY:-python3}
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
-count=$("$PY" -c "from sgemm_lab.devices import visible_gpus; print(len(visible_gpus()))" 2>/dev/null || echo 0)
+count=$("$PY" -c "from sgemm_lab.gpu.discovery import visible_gpus; print(len(visible_gpus()))" 2>/dev/null || echo 0)
 if [ "$count" -lt 2 ]; then
   echo "two_gpu_run: needs two visible GPUs, this host shows $count" >&2
   exit 2
 fi
-first=$("$PY" -c "from sgemm_lab.devices import visible_gpus; print(visible_gpus()[0].uuid)")
+first=$("$PY" -c "from sgemm_lab.gpu.discovery import visible_gpus; print(visible_gpus()[0].uuid)")
 CUDA_VISIBLE_DEVICES=$first bash tools/cold_run.sh "$one" --cores all 2>&1 | tail -3
 bash tools/cold_run.sh "$two" --cores all 2>&1 | tail -3
 "$PY" -m snakemake --cores 1 compare --config "compare={\"runs\": [\"$one\", \"$two\"]}" > /dev/null 2>&1 \

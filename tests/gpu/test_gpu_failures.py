@@ -30,9 +30,10 @@ if subprocess.run([sys.executable, "-c", "import pycuda.driver as d; d.init(); a
                   capture_output=True).returncode != 0:
     pytest.skip("needs a CUDA device (PyCUDA is installed, but the driver finds none)", allow_module_level=True)
 
-from sgemm_lab import config as cfgmod  # noqa: E402
-from sgemm_lab import io  # noqa: E402
+from sgemm_lab.config import load as cfgmod  # noqa: E402
+from sgemm_lab.config import records  # noqa: E402
 from sgemm_lab.pipeline import build as build_step  # noqa: E402
+from sgemm_lab.pipeline import io  # noqa: E402
 from sgemm_lab.pipeline import points  # noqa: E402
 
 def _naive(name: str, *, faults: str = "", store: str = "C[t] = out;") -> str:
@@ -62,10 +63,10 @@ WATCHDOG_S = 3
 
 
 def _device() -> dict:
-    """The GPU's record (sgemm_lab.gpu.DeviceInfo as a dict), queried by a child process."""
-    code = ("import dataclasses, json; from sgemm_lab import gpu; "
-            "print(json.dumps(dataclasses.asdict(gpu.device_info())))")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(Path(cfgmod.ROOT) / "src"),
+    """The GPU's record (sgemm_lab.gpu.device.DeviceInfo as a dict), queried by a child process."""
+    code = ("import dataclasses, json; from sgemm_lab.gpu.device import device_info; "
+            "print(json.dumps(dataclasses.asdict(device_info())))")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(Path(records.ROOT) / "src"),
                                                                     os.environ.get("PYTHONPATH")) if p))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -91,8 +92,9 @@ def broken(tmp_path_factory):
     kdir.mkdir()
     (kdir / "99_broken.cu").write_text(BROKEN)
     mp.setattr(cfgmod, "KERNEL_DIR", kdir)
+    mp.setattr(records, "KERNEL_DIR", kdir)
     mp.setenv("SGEMM_LAB_KERNELS", str(kdir))
-    from sgemm_lab import compile as comp
+    from sgemm_lab.gpu import compile as comp
 
     mp.setattr(comp, "KERNEL_DIR", kdir)
     raw = {"watchdog_s": WATCHDOG_S, "baseline": {"numpy": False},
@@ -186,8 +188,8 @@ def test_too_many_resources_is_rejected_before_launch(broken, record_property):
 def test_problem_too_large_for_device_memory_is_skipped(broken, record_property):
     record_property("case", "a problem too large for device memory: `skipped` row with the sizes")
     cfg, raw, tmp = broken
-    from sgemm_lab import footprint
-    from sgemm_lab.config import Shape
+    from sgemm_lab.config import footprint
+    from sgemm_lab.config.records import Shape
 
     # the largest square the config accepts (no operand over 2^31 - 1 elements) needs about 100 GB for a
     # timed point: more than an 80 GB GPU holds, less than a 141 GB one. Free memory is asked in a child
@@ -218,7 +220,7 @@ class _Outputs(list):
 
 
 def _job(raw, kernel, log, inputs, outputs):
-    """The object Snakemake hands to a workflow script, for ``sgemm_lab.entry.main``."""
+    """The object Snakemake hands to a workflow script, for ``sgemm_lab.pipeline.entry.main``."""
     from types import SimpleNamespace
 
     return SimpleNamespace(input=SimpleNamespace(**inputs), output=outputs, config=raw, log=[str(log)],
@@ -244,13 +246,13 @@ def failing_stages(broken):
 
 
 def _status(path):
-    from sgemm_lab import outcome
+    from sgemm_lab.pipeline import outcome
 
     return outcome.read(path)
 
 
 def _build(raw, tmp, env, kernel, **inputs):
-    from sgemm_lab import entry
+    from sgemm_lab.pipeline import entry
 
     out = _Outputs([], binary=tmp / f"{kernel}.bin", record=tmp / f"{kernel}.rec.json",
                    status=tmp / f"status_build_{kernel}.json")
@@ -259,7 +261,7 @@ def _build(raw, tmp, env, kernel, **inputs):
 
 
 def _check_not_run(raw, tmp, env, kernel, build):
-    from sgemm_lab import entry
+    from sgemm_lab.pipeline import entry
 
     out = _Outputs([tmp / f"check_{kernel}.json"], status=tmp / f"status_check_{kernel}.json")
     _in_child(entry.main, "check", _job(raw, kernel, tmp / f"check_{kernel}.log",
@@ -285,7 +287,7 @@ def test_compile_error_is_a_failed_build_and_the_run_goes_on(failing_stages, rec
 def test_autotuned_stage_whose_only_candidate_is_wrong(failing_stages, record_property):
     record_property("case", "an autotuned stage whose only tuning candidate computes wrong results: the sweep "
                             "fails (NOT VERIFIED), the tuned build says it found no verified configuration")
-    from sgemm_lab import entry
+    from sgemm_lab.pipeline import entry
 
     raw, tmp, env = failing_stages
     sweep = _Outputs([tmp / "sweeps" / "99_wrong.csv"], status=tmp / "status_sweep.json")
@@ -309,7 +311,7 @@ def test_out_of_bounds_write_is_caught_by_the_sanitizers(broken, record_property
     import shutil
     from types import SimpleNamespace
 
-    from sgemm_lab import entry
+    from sgemm_lab.pipeline import entry
 
     if shutil.which("compute-sanitizer") is None:
         pytest.skip("compute-sanitizer is not on PATH")

@@ -1,7 +1,7 @@
 """What tools/probes/lock_and_load.sh recorded, as tables (standard library only).
 
     python tools/probes/lock_and_load.py turns LOCK_LOG FIRST_CHECKOUT SECOND_CHECKOUT
-        who held which GPU lock when (the lines of $SGEMM_LAB_LOCK_LOG, see sgemm_lab.gpulock), per
+        who held which GPU lock when (the lines of $SGEMM_LAB_LOCK_LOG, see sgemm_lab.measure.gpulock), per
         pipeline; any hold of one pipeline that overlaps an exclusive hold of the other (or an exclusive
         hold of its own pipeline) on the same lock, which must never happen; and how often and how long
         the second pipeline waited while the first held the GPU. Exit status 1 on an overlap.

@@ -1,4 +1,4 @@
-"""What the pipeline's check for other work on the GPU (sgemm_lab.foreign) sees on this host, with the
+"""What the pipeline's check for other work on the GPU (sgemm_lab.measure.foreign) sees on this host, with the
 real driver; needs neither PyCUDA nor the pipeline's environment (ctypes and the driver's libraries).
 
     python tools/probes/nvml_watch.py              # every GPU: the processes NVML lists, SM samples of 2 s
@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from sgemm_lab import foreign  # noqa: E402
-from sgemm_lab.devices import nvml  # noqa: E402
+from sgemm_lab.measure import processes  # noqa: E402
+from sgemm_lab.gpu.discovery import nvml  # noqa: E402
 
 # one thread per lane spins on the SM clock: a kernel for the driver to JIT, no compiler needed
 SPIN_PTX = b"""
@@ -92,7 +92,7 @@ class Cuda:
 
 def listed(lib, handle) -> list[dict]:
     return [dict(kind=kind, pid=pid, used_mib=None if used is None else round(used / 2**20))
-            for kind, name in foreign.PROCESS_LISTS for pid, used in (foreign._listed(lib, handle, name) or [])]
+            for kind, name in processes.PROCESS_LISTS for pid, used in (processes._listed(lib, handle, name) or [])]
 
 
 def show() -> int:
@@ -106,7 +106,7 @@ def show() -> int:
         handle = ctypes.c_void_p()
         lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(i), ctypes.byref(handle))
         since = int((time.time() - 2) * 1e6)
-        print(json.dumps(dict(gpu=i, processes=listed(lib, handle), samples=foreign._samples(lib, handle, since))))
+        print(json.dumps(dict(gpu=i, processes=listed(lib, handle), samples=processes._samples(lib, handle, since))))
     return 0
 
 

@@ -10,10 +10,10 @@ call probes the driver with cuGetProcAddress for symbols it lacks, each an API e
 import ctypes
 import sys
 
-from sgemm_lab import config as cfgmod
-from sgemm_lab.config import Shape
+from sgemm_lab.config import load as cfgmod
+from sgemm_lab.config.records import Shape
 from sgemm_lab.gpu.device import driver
-from sgemm_lab.tensormap import MAP_BYTES, Encoder, requests
+from sgemm_lab.gpu.tensormap import MAP_BYTES, Encoder, requests
 
 SWIZZLE = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}
 

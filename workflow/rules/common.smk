@@ -2,12 +2,13 @@
 import json
 import time
 
-from sgemm_lab.config import BASELINES, from_dict, validate
-from sgemm_lab.configfile import Origins
+from sgemm_lab.config.files import Origins
+from sgemm_lab.config.load import from_dict, validate
+from sgemm_lab.config.records import BASELINES
 
 try:
     # validated once, here, with every default filled in: the jobs receive the complete config and
-    # build their records from it without the schema (sgemm_lab.config.from_dict(trusted=True)).
+    # build their records from it without the schema (sgemm_lab.config.load.from_dict(trusted=True)).
     # A refusal names the file that set the key (configfiles.smk read them).
     _validated = validate(config, source="config", origins=Origins(CONFIG_FILES, COMMAND_LINE_CONFIG))
     config.clear()
@@ -79,7 +80,7 @@ def all_cores(wildcards=None):
 
 def host_timing_threads(wildcards):
     """A CPU stage or the NumPy baseline is timed with every core to itself (no job runs beside it);
-    GPU jobs need one core each (the GPU lock arbitrates the GPU, see sgemm_lab.gpulock)."""
+    GPU jobs need one core each (the GPU lock arbitrates the GPU, see sgemm_lab.measure.gpulock)."""
     return all_cores() if gpu_slots(wildcards) == 0 else 1
 
 
@@ -157,7 +158,7 @@ def ceilings_input():
 
 def all_statuses():
     """The status record of every step that may fail for one stage without stopping the run
-    (sgemm_lab.outcome); the report lists those that are not ok, the verdict counts the failed ones."""
+    (sgemm_lab.pipeline.outcome); the report lists those that are not ok, the verdict counts the failed ones."""
     s = f"{RESULTS}/status"
     per_kernel = {
         "build": [k.id for k in LAB.kernels],
@@ -183,7 +184,7 @@ def final_outputs():
 
 def run_verdict():
     """One line naming the failed steps of this run (None when none failed), from their status records."""
-    from sgemm_lab.outcome import read_all, verdict
+    from sgemm_lab.pipeline.outcome import read_all, verdict
 
     return verdict(read_all(all_statuses()), run=RUN, report=Path(final_outputs()[0]))
 

@@ -1,4 +1,4 @@
-from sgemm_lab.compare import output_dir
+from sgemm_lab.report.compare import output_dir
 
 COMPARE_RUNS = config["compare"]["runs"]
 COMPARE_DIR = output_dir(COMPARE_RUNS)
@@ -17,7 +17,7 @@ rule compare:
     log:
         f"{RESULTS}/logs/compare_target.log",
     run:
-        from sgemm_lab.compare import target
+        from sgemm_lab.report.compare import target
 
         problem = target(COMPARE_RUNS, input.bench, md=input.md, log=log[0])
         if problem:
@@ -28,10 +28,10 @@ if len(COMPARE_RUNS) >= 2:
 
     rule compare_runs:
         """Speed-up of each later run over the first per implementation and shape, with a 95% interval
-        from each run's repetitions (sgemm_lab.compare): a table, a markdown page and a figure."""
+        from each run's repetitions (sgemm_lab.report.compare): a table, a markdown page and a figure."""
         input:
             bench=[f"reports/{r}/bench.csv" for r in COMPARE_RUNS],
-            # checked against the tables' rows (sgemm_lab.compare.one_run), where a run has one
+            # checked against the tables' rows (sgemm_lab.report.compare.one_run), where a run has one
             env=[p for p in (f"reports/{r}/environment.json" for r in COMPARE_RUNS) if Path(p).exists()],
         # update(): Snakemake neither deletes these before the job nor keeps a failed job's; it backs
         # them up and restores them when the job fails (a damaged table never costs the last comparison)

@@ -11,7 +11,7 @@ SRC = str(Path(workflow.basedir) / "src")
 if SRC not in sys.path:
     sys.path.insert(0, SRC)
 
-from sgemm_lab.configfile import read as read_config_file
+from sgemm_lab.config.files import read as read_config_file
 from sgemm_lab.errors import ConfigError
 
 BASE_CONFIG = "config/config.yaml"

@@ -1,14 +1,14 @@
 # The tables, figures and report of a run are flagged update(): Snakemake neither deletes them before
 # their job runs nor after it fails, but backs them up and restores them when it fails ("Restored
 # previous version of ... (updating job failed)"), so a damaged input (refused with one line by
-# sgemm_lab.io.read_table) never costs the last good report. The steps write every file atomically.
+# sgemm_lab.pipeline.io.read_table) never costs the last good report. The steps write every file atomically.
 # Snakemake records a restored file as made from the inputs the failed job refused, so that file alone
 # would look up to date on the next invocation: each job also has an output that is not flagged (a
 # status record), which a failed job leaves missing and a later job needs, so the refusal is repeated
 # on every invocation until the input is fixed.
 
 
-from sgemm_lab.pipeline.run_files import FIGURES
+from sgemm_lab.report.run_files import FIGURES
 
 
 rule aggregate:

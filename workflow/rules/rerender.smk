@@ -1,4 +1,4 @@
-from sgemm_lab.pipeline.run_files import RUN_TABLES
+from sgemm_lab.report.run_files import RUN_TABLES
 
 RERENDER = config["rerender"]
 if RERENDER and RERENDER == RUN:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config import Shape
+from ..config.records import Shape
 from ..errors import LabError
-from ..verify import NAN_BITS
+from ..measure.verify import NAN_BITS
 from .device import driver
 
 class Buffers:

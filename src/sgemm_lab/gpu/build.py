@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..compile import compile_options, source_text, target_arch
-from ..config import KERNEL_DIR, KernelSpec
+from ..config.records import KERNEL_DIR, KernelSpec
 from ..errors import CompileError
+from .compile import compile_options, source_text, target_arch
 from .device import _import_pycuda
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,13 +8,13 @@ import os
 
 import numpy as np
 
-from .. import geometry
-from ..geometry import Launch
-from ..compile import compile_options
-from ..config import KernelSpec, Shape
+from ..config import geometry
+from ..config.geometry import Launch
+from ..config.records import KernelSpec, Shape
 from ..errors import CompileError, LabError
 from . import padding
 from .build import BuildRecord
+from .compile import compile_options
 from .device import DeviceInfo, driver
 
 class KernelLauncher:
@@ -42,7 +42,7 @@ class KernelLauncher:
         if spec.tensor_maps and self.fused:
             raise CompileError(f"kernel {spec.id}: tensor maps are written for the gemm signature only")
         if spec.tensor_maps:
-            from ..tensormap import MAP_BYTES, Encoder
+            from .tensormap import MAP_BYTES, Encoder
 
             for m in spec.tensor_maps:
                 try:
@@ -113,7 +113,7 @@ class KernelLauncher:
     def _write_maps(self, shape: Shape, a, b, stream) -> None:
         """Encode the stage's tensor maps for these operands and copy them into its variables, in stream
         order (skipped when the operands and shape are those of the last launch, as in a timing loop)."""
-        from ..tensormap import requests
+        from .tensormap import requests
 
         key = (int(a), int(b), shape)
         if key == self._maps_for:
@@ -178,7 +178,7 @@ class CublasLauncher:
 
 def library_launcher(impl: str, stream) -> CublasLauncher:
     """The launcher of a GPU library baseline (config.GPU_BASELINES)."""
-    from ..config import GPU_BASELINES
+    from ..config.records import GPU_BASELINES
 
     if impl not in GPU_BASELINES:
         raise LabError(f"{impl} is not a GPU library baseline")

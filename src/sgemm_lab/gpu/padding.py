@@ -11,7 +11,7 @@ timing of such a shape.
 
 from __future__ import annotations
 
-from ..config import Shape
+from ..config.records import Shape
 from ..errors import LabError
 from .device import driver
 

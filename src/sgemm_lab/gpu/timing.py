@@ -9,7 +9,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..stats import TimingStats, reps_for, summarize
+from ..measure.stats import TimingStats, reps_for, summarize
 from .device import driver, sm_clock_mhz
 
 class L2Flusher:

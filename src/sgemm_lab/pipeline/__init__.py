@@ -1,10 +1,14 @@
-"""The pipeline's step bodies, one module per rule file; ``sgemm_lab.entry`` runs them by rule name.
+"""The workflow's glue and the core steps.
 
-``environment`` (environment, ceilings), ``build``, ``points`` (check, bench), ``sweep``, ``epilogue``,
-``profile``, ``sanitize``, ``failures`` (failure_tests) and ``report`` (aggregate, plot, report,
-rerender); ``common`` holds what they share (seeds, the concrete spec of an implementation, provenance
-columns), ``run_files`` the files of a run that the workflow and the report both name. The shape sweep
-and the build of a dispatch stage are in ``sgemm_lab.dispatch_steps``.
+- ``entry``: the entry point of every workflow script: it runs a rule's step from the module that
+  holds it (here, or a feature package: ``dispatch.steps``, ``epilogue.step``, ``profiling.step``,
+  ``sanitizers.step``, ``failures.step``, ``report.step``), records its status and turns a failure
+  into one line
+- ``outcome``: what became of each step, and the run's verdict
+- ``io``: result files written atomically and read back checked; ``logs``: a step's log
+- ``common``: what the steps share (seeds, the concrete spec of an implementation, provenance columns)
+- ``environment`` (environment record; environment, ceilings), ``build``, ``points`` (check, bench),
+  ``sweep`` (tile sweep): the core steps
 
 A step writes its results and returns None when all is well, or a ``StepStatus`` saying what is wrong
 with what it measured (a check that failed, points that did not verify, a tool that is unavailable).

@@ -1,5 +1,5 @@
 """The build step: compile a stage for the machine at hand and record its resources (the
-autotuned stage picks its configuration first; a dispatch stage is built by sgemm_lab.dispatch_steps).
+autotuned stage picks its configuration first; a dispatch stage is built by sgemm_lab.dispatch.steps).
 """
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .. import io
-from ..config import LabConfig
+from ..config.records import LabConfig
 from ..errors import CompileError
-from ..gpulock import gpu_lock
+from ..measure.gpulock import gpu_lock
+from . import io
 from .common import log
 
 
@@ -18,7 +18,7 @@ def _epilogue_variants(cfg: LabConfig, spec) -> list:
     """The activation variants the epilogue step of a fused stage compiles, other than ``spec`` itself."""
     if spec.signature != "fused":
         return []
-    from ..epilogue import variant
+    from ..epilogue.comparison import variant
 
     out = []
     for act in cfg.epilogue.acts:
@@ -31,15 +31,15 @@ def _epilogue_variants(cfg: LabConfig, spec) -> list:
 def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, record_out: Path,
           sweeps: list[Path] = (), shape_sweep: Path | None = None) -> None:
     """Compile one stage for the machine at hand; record its resources (and, if autotuned, its pick;
-    if a dispatch stage, its table: see sgemm_lab.dispatch_steps)."""
+    if a dispatch stage, its table: see sgemm_lab.dispatch.steps)."""
     from dataclasses import asdict
 
-    from ..autotune import pick, resolve
-    from ..compile import source_hash
+    from ..dispatch.autotune import pick, resolve
+    from ..gpu.compile import source_hash
 
     spec = cfg.kernel(kernel)
     if spec.dispatched:
-        from ..dispatch_steps import build_dispatch
+        from ..dispatch.steps import build_dispatch
 
         return build_dispatch(cfg, kernel, env_json=env_json, shape_sweep=shape_sweep, binary_out=binary_out,
                               record_out=record_out)
@@ -55,7 +55,7 @@ def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, reco
         log.info("%s: fastest verified sweep point is %s %s (%.2f TFLOP/s at %s)", kernel, stage, params,
                  row["tflops"], extra["tuned_on"])
     if spec.backend == "host":
-        from .. import host
+        from ..measure import host
 
         t0 = time.perf_counter()
         binary, cmd, _ = host.compile_shared(spec, cfg.cpu.cflags)
@@ -63,22 +63,24 @@ def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, reco
                    shared_static_bytes=None, local_bytes=None, max_threads_per_block=None,
                    compile_s=time.perf_counter() - t0)
     else:
-        from .. import gpu
+        from ..gpu.build import compile_many
+        from ..gpu.device import device_info
+        from ..gpu.launch import KernelLauncher
 
         arch = io.read_json(env_json)["gpu"]["arch"]
         t0 = time.perf_counter()
         # A fused stage's activation variants compile alongside (in parallel, into the compile cache),
         # so that its epilogue step, which needs them, does not wait for nvcc again.
         extra_specs = _epilogue_variants(cfg, spec)
-        (binary, err), *_ = gpu.compile_many([spec, *extra_specs], arch, jobs=1 + len(extra_specs))
+        (binary, err), *_ = compile_many([spec, *extra_specs], arch, jobs=1 + len(extra_specs))
         if err:  # nvcc only, no GPU, at low priority
             raise err
         dt = time.perf_counter() - t0
         with gpu_lock(exclusive=False):  # loading the module does
-            launcher = gpu.KernelLauncher(spec, binary)
-            launcher.check_launchable(gpu.device_info())
+            launcher = KernelLauncher(spec, binary)
+            launcher.check_launchable(device_info())
             rec = asdict(launcher.resources(arch, dt))
-        from ..sass import record as sass_record
+        from ..gpu.sass import record as sass_record
 
         rec.update(sass_record(binary, spec.entry))  # instruction counts (none without cuobjdump)
         if rec["local_bytes"] > spec.max_local_bytes:

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import io
-from ..config import BASELINES, KernelSpec, LabConfig, Shape
+from ..config.records import BASELINES, KernelSpec, LabConfig, Shape
 from ..errors import LabError
-from ..outcome import FAILED, NotRun, StepStatus, first_line
+from . import io
+from .outcome import FAILED, NotRun, StepStatus, first_line
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,8 +36,8 @@ def base_seed(cfg: LabConfig) -> int:
 def load_spec(cfg: LabConfig, impl: str, record: Path | None) -> KernelSpec | None:
     """The concrete spec of ``impl`` (None for a library baseline), autotuned stages resolved from their
     build record, dispatch stages as their base. Raises NotRun when that record says the build failed."""
-    from .. import dispatch
-    from ..autotune import resolve
+    from ..dispatch import choice
+    from ..dispatch.autotune import resolve
 
     if impl in BASELINES:
         return None
@@ -46,12 +46,12 @@ def load_spec(cfg: LabConfig, impl: str, record: Path | None) -> KernelSpec | No
     if rec is not None and rec.get("status", "ok") != "ok":
         raise NotRun(f"build failed: {rec.get('message', '')}".rstrip(": "))
     if spec.dispatched:
-        return dispatch.resolve(cfg, spec)
+        return choice.resolve(cfg, spec)
     return resolve(cfg, spec, rec) if spec.autotuned else spec
 
 
 def _runner(cfg: LabConfig, impl: str, binary: Path | None, record: Path | None):
-    from ..runners import make_runner
+    from ..measure.runners import make_runner
 
     return make_runner(cfg, impl, load_spec(cfg, impl, record), binary)
 
@@ -74,10 +74,10 @@ class _Guard:
 def point_problems(rows: list[dict], good: tuple[str, ...], what: str = "points") -> StepStatus | None:
     """A failed status naming the first bad point, when any row's status is not in ``good``.
 
-    A ``disturbed`` point (verified, but timed while other work shared the GPU, see ``foreign``) is no
+    A ``disturbed`` point (verified, but timed while other work shared the GPU, see ``measure.foreign``) is no
     failure of the kernel: the step stays ``ok``, its message counts those points and names the first,
     and the log warns; beside a failure, the failure's message counts them too."""
-    from ..foreign import DISTURBED
+    from ..measure.foreign import DISTURBED
 
     def where(r: dict) -> str:
         return r["params"] if "params" in r else f"{r['m']}x{r['n']}x{r['k']}"

@@ -1,29 +1,121 @@
-"""The environment step (GPU, driver, tool versions: fails first without a GPU) and the measured
-ceilings of the GPU.
+"""Environment record: what hardware and software produced a set of results; the environment step
+(GPU, driver, tool versions: fails first without a GPU) and the measured ceilings of the GPU.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict
+from importlib import metadata
 from pathlib import Path
 
-from .. import io
-from ..config import LabConfig
+from ..config.records import ROOT, LabConfig
+from . import io
 from .common import log
 
 
-def environment(cfg: LabConfig, *, out: Path) -> None:
-    from .. import envinfo
+def _run(cmd: list[str]) -> str | None:
+    exe = shutil.which(cmd[0])
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, *cmd[1:]], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    except (subprocess.SubprocessError, OSError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
 
-    rec = envinfo.capture()
+
+def _last_line(text: str | None) -> str | None:
+    return text.splitlines()[-1].strip() if text else None
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def software() -> dict:
+    """Versions that need no GPU: Python packages, nvcc, ncu, git commit, date."""
+    # SGEMM_LAB_GIT_COMMIT names the commit of a copy of the sources whose own .git is missing or not
+    # theirs (a container build context, an archive, a synced working tree): it wins over git.
+    commit, status = os.environ.get("SGEMM_LAB_GIT_COMMIT") or None, None
+    if commit is None:
+        commit = _run(["git", "rev-parse", "HEAD"])
+        status = _run(["git", "status", "--porcelain", "--untracked-files=no"]) if commit else None
+    return {
+        "captured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": commit,
+        "git_dirty": bool(status) if status is not None else None,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu": platform.processor() or platform.machine(),
+        "nvcc": _last_line(_run(["nvcc", "--version"])),
+        "ncu": _last_line(_run(["ncu", "--version"])),
+        "packages": {d: _version(d) for d in
+                     ("pycuda", "nvmath-python", "numpy", "pandas", "seaborn", "matplotlib", "snakemake")},
+        "container": container(),
+    }
+
+
+def container() -> dict | None:
+    """The lab's image this runs in (None outside it): the image sets SGEMM_LAB_IMAGE_BASE (the base it
+    was built on); SGEMM_LAB_CONTAINER_IMAGE names the image itself (name@digest: docker/test.sh sets
+    it, a user may). Marker files such as /.dockerenv are not used: machines made from a container
+    image keep them without running in one."""
+    base = os.environ.get("SGEMM_LAB_IMAGE_BASE")
+    if not base:
+        return None
+    return {"image": os.environ.get("SGEMM_LAB_CONTAINER_IMAGE"), "base": base}
+
+
+def capture() -> dict:
+    """Full record, GPU included (needs a CUDA device)."""
+    from ..gpu.device import device_info, driver
+    from ..gpu.launch import CublasLauncher
+
+    cuda = driver()
+    dev = device_info()
+    drv = cuda.get_driver_version()
+    smi = _run(["nvidia-smi", f"--id={dev.pci_bus_id}", "--query-gpu=driver_version,clocks.max.sm,power.limit",
+                "--format=csv,noheader,nounits"])
+    driver_version, max_sm_clock, power_limit = (smi.split(", ") + [None] * 3)[:3] if smi else (None, None, None)
+    stream = cuda.Stream()
+    blas = CublasLauncher(stream)
+    try:
+        cublas_version, math_mode = blas.version, blas.math_mode
+    finally:
+        blas.close()
+    rec = software()
+    rec.update({
+        "gpu": asdict(dev),
+        "driver_version": driver_version,
+        "cuda_driver_api": f"{drv // 1000}.{drv % 1000 // 10}",
+        "cuda_toolkit_pycuda": ".".join(map(str, cuda.get_version())),
+        "cublas": cublas_version,
+        "cublas_math_mode": math_mode,
+        "max_sm_clock_mhz": max_sm_clock,
+        "power_limit_w": power_limit,
+    })
+    return rec
+
+
+def environment(cfg: LabConfig, *, out: Path) -> None:
+    rec = capture()
     rec["run"] = cfg.run
     log.info("GPU %s (%s), driver %s, cuBLAS %s", rec["gpu"]["name"], rec["gpu"]["arch"], rec["driver_version"], rec["cublas"])
     io.write_json(out, rec)
 
 
 def ceilings(cfg: LabConfig, *, out: Path) -> None:
-    from .. import gpu
+    from ..gpu.ceilings import measure_ceilings
 
-    rec = gpu.measure_ceilings()
+    rec = measure_ceilings()
     log.info("FP32 FMA probe %.1f TFLOP/s, device-to-device copy %.0f GB/s", rec["fp32_tflops"], rec["dram_gbps"])
     io.write_json(out, rec)
-

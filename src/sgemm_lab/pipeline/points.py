@@ -6,22 +6,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import io
-from ..config import LabConfig, Shape, from_dict
-from ..gpulock import gpu_lock, lock_mode
-from ..logs import setup as setup_logging
-from ..outcome import StepStatus
+from ..config.load import from_dict
+from ..config.records import LabConfig, Shape
+from ..measure.gpulock import gpu_lock, lock_mode
+from . import io
 from .common import _runner, base_seed, load_spec, log, point_problems, point_seed
+from .logs import setup as setup_logging
+from .outcome import StepStatus
 
 
 def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | None, kind: str):
     """Built in the isolated child process: verifies (``check``) or measures (``bench``) one shape."""
-    from ..runners import TimingSettings
+    from ..measure.runners import TimingSettings
 
     cfg = from_dict(raw_config, trusted=True)
     setup_logging(None)
-    if kind == "bench":  # which processes hold the GPU before this one starts CUDA (see foreign)
-        from ..foreign import note_before_cuda
+    if kind == "bench":  # which processes hold the GPU before this one starts CUDA (see measure.foreign)
+        from ..measure.foreign import note_before_cuda
 
         note_before_cuda()
     runner = _runner(cfg, impl, Path(binary) if binary else None, Path(record) if record else None)
@@ -41,7 +42,7 @@ def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | 
         if kind == "check":
             return [dict(head, status="pass" if r["passed"] else "fail", **r)
                     for r in runner.check(shape, seed, dists[dist[0]])]
-        from ..foreign import DISTURBED
+        from ..measure.foreign import DISTURBED
 
         r = runner.bench(shape, seed, timing)
         r.setdefault("disturbance", "n/a (CPU timing)")  # a host stage: no GPU to share
@@ -55,7 +56,7 @@ def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | 
 
 def _isolated_points(cfg: LabConfig, impl: str, kind: str, shapes, seed_of, *, binary, record, raw_config) -> list[dict]:
     """Run each shape in a supervised child process; a hang, crash or CUDA error becomes a row."""
-    from .. import isolate
+    from ..measure import isolate
 
     points = [((s.m, s.n, s.k), seed_of(s)) if not isinstance(s, tuple) else
               ((s[0].m, s[0].n, s[0].k), seed_of(s), s[1].name) for s in shapes]
@@ -80,7 +81,7 @@ def _isolated_points(cfg: LabConfig, impl: str, kind: str, shapes, seed_of, *, b
                          "pass" if r["passed"] else "FAIL " + r["reason"], r["rel_err"], r["tolerance"],
                          r.get("cublas_rel_err", float("nan")))
             else:
-                from ..foreign import DISTURBED, log_note
+                from ..measure.foreign import DISTURBED, log_note
 
                 (log.warning if r["status"] == DISTURBED else log.info)(
                     "%s: %.3f TFLOP/s (median %.4f ms, IQR %.4f ms, %d reps, SM %s->%s MHz)%s%s", tag, r["tflops"],

@@ -7,22 +7,24 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .. import io
-from ..config import LabConfig, Shape, from_dict
+from ..config.load import from_dict
+from ..config.records import LabConfig, Shape
 from ..errors import ConfigError
-from ..gpulock import child_gates
-from ..logs import setup as setup_logging
-from ..outcome import StepStatus
+from ..measure.gpulock import child_gates
+from . import io
 from .common import base_seed, load_spec, log, machine, point_problems, point_seed
+from .logs import setup as setup_logging
+from .outcome import StepStatus
 
 
 def sweep_worker(raw_config: dict, kernel: str, seed: int):
     """Built in the isolated child: loads, verifies and times one sweep point compiled by the parent."""
     import json
 
-    from .. import gpu
-    from ..dispatch import candidate_spec
-    from ..runners import GpuRunner, TimingSettings
+    from ..dispatch.choice import candidate_spec
+    from ..gpu.device import device_info
+    from ..gpu.launch import KernelLauncher
+    from ..measure.runners import GpuRunner, TimingSettings
 
     cfg = from_dict(raw_config, trusted=True)
     setup_logging(None)
@@ -30,10 +32,10 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
     s = cfg.sweep
     timing = TimingSettings(warmup_ms=s.warmup_ms, target_ms=s.target_ms, min_reps=s.min_reps, max_reps=s.max_reps,
                             rewarm_ms=s.rewarm_ms)
-    from ..foreign import note_before_cuda
+    from ..measure.foreign import note_before_cuda
 
-    note_before_cuda()  # which processes hold the GPU before this one starts CUDA (see foreign)
-    dev = gpu.device_info()
+    note_before_cuda()  # which processes hold the GPU before this one starts CUDA (see measure.foreign)
+    dev = device_info()
     runner = None
 
     def work(point) -> list[dict]:
@@ -42,7 +44,7 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
         params, cubin, *where = point
         shape = Shape.of(where[0]) if where else s.shape
         sp = candidate_spec(spec, params)  # a dispatch stage's candidate; any other stage with these parameters
-        launcher = gpu.KernelLauncher(sp, cubin)
+        launcher = KernelLauncher(sp, cubin)
         f = launcher.func
         head = dict(registers=f.num_regs, shared_static_bytes=f.shared_size_bytes, local_bytes=f.local_size_bytes,
                     within_local_budget=f.local_size_bytes <= sp.max_local_bytes)
@@ -65,7 +67,7 @@ def time_points(cfg: LabConfig, kernel: str, runnable: list[tuple[dict, tuple]],
     """Verify and time compiled points ``(head, (params, cubin[, (m, n, k)]))`` with the GPU to this
     step, each in a supervised child process (``sweep_worker``): one row per point, ``head`` merged
     into it, a hang or CUDA error being that point's row. ``label(head)`` names a point in the log."""
-    from .. import isolate
+    from ..measure import isolate
 
     def report(o) -> None:
         tag = f"{label(runnable[o.index][0])} ({o.index + 1}/{len(runnable)})"
@@ -95,13 +97,15 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
     time each point in a supervised child process (a hang or CUDA error is that point's row)."""
     import json
 
-    from .. import geometry, gpu
-    from ..autotune import sweep_points
-    from ..compile import compile_options, source_hash
+    from ..config import geometry
+    from ..dispatch.autotune import sweep_points
+    from ..gpu.build import compile_many
+    from ..gpu.compile import compile_options, source_hash
+    from ..gpu.device import DeviceInfo
 
     spec = cfg.kernel(kernel)
     env = io.read_json(env_json)
-    dev = gpu.DeviceInfo(**env["gpu"])
+    dev = DeviceInfo(**env["gpu"])
     arch = dev.arch
     shape = cfg.sweep.shape
     points = sweep_points(spec)
@@ -127,7 +131,7 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
              len(points), len(rows), len(todo), cfg.sweep.jobs)
 
     t0 = time.perf_counter()
-    built = gpu.compile_many([sp for _, sp, _ in todo], arch, jobs=cfg.sweep.jobs)
+    built = compile_many([sp for _, sp, _ in todo], arch, jobs=cfg.sweep.jobs)
     log.info("[sweep %s] compiled in %.1f s", kernel, time.perf_counter() - t0)
     runnable = []
     for (head, sp, params), (cubin, err) in zip(todo, built):

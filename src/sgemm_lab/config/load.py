@@ -1,0 +1,245 @@
+"""Configuration: JSON-schema validation with defaults, then frozen records.
+
+The schema (``workflow/schemas/config.schema.yaml``) is the single source of defaults; this module
+fills them in, checks what a schema cannot (unique ids, sources that exist) and turns the dict into
+immutable dataclasses that the rest of the package uses (``records``).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..errors import ConfigError
+from .geometry import check_params
+from .records import (BASELINES, KERNEL_DIR, ROOT, BenchSettings, CheckSettings, CpuSettings, DispatchRule,
+                      Distribution, EpilogueSettings, KernelSpec, LabConfig, ProfileSettings, Shape, SweepSettings,
+                      _frozen)
+
+if TYPE_CHECKING:
+    from .files import Origins
+
+SCHEMA_PATH = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def load_schema() -> dict:
+    import yaml
+
+    with open(SCHEMA_PATH) as fh:
+        return yaml.safe_load(fh)
+
+
+def _with_defaults(validator_class):
+    """Extend a jsonschema validator so that validation also fills ``default`` values."""
+    import jsonschema
+
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if "default" in sub and name not in instance:
+                    instance[name] = copy.deepcopy(sub["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+def _where(error) -> str:
+    parts = []
+    for p in error.absolute_path:
+        parts.append(f"[{p}]" if isinstance(p, int) else (f".{p}" if parts else str(p)))
+    return "".join(parts) or "<top level>"
+
+
+def validate(raw: Mapping[str, Any], *, source: str = "config", origins: "Origins | None" = None) -> dict:
+    """Return a validated copy of ``raw`` with every schema default filled in.
+
+    Raises ConfigError with one line naming the file that set the offending key (``origins``: which
+    file set which key; else ``source``), the key, and what is wrong.
+    """
+    from . import rules
+    from .files import numbers_as_numbers
+
+    cfg = numbers_as_numbers(copy.deepcopy(dict(raw)))
+    rules.run_name(cfg)
+
+    def where(path) -> str:
+        return origins.of(tuple(path)) if origins is not None else source
+
+    rules.finite_numbers(cfg, where)
+    schema = load_schema()
+    for key, sub in schema["properties"].items():  # --config strict=false arrives as a string
+        if sub.get("type") == "boolean" and isinstance(cfg.get(key), str) and cfg[key].lower() in ("true", "false"):
+            cfg[key] = cfg[key].lower() == "true"
+    import jsonschema
+
+    validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
+    errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))
+    if errors:
+        err = errors[0]
+        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ConfigError(f"{where(err.absolute_path)}: {_where(err)}: {err.message}{more}")
+    rules.check_all(cfg, where)
+    ids = [k["id"] for k in cfg["kernels"]]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise ConfigError(f"{where(('kernels',))}: kernels: duplicate id(s) {', '.join(dupes)}")
+    clash = sorted(set(ids) & set(BASELINES))
+    if clash:
+        raise ConfigError(f"{where(('kernels',))}: kernels: id(s) {', '.join(clash)} are reserved for baselines")
+    for i, k in enumerate(cfg["kernels"]):
+        here = where(("kernels", i))
+        for src in k.get("tune_from", []):
+            target = next((t for t in cfg["kernels"] if t["id"] == src), None)
+            if target is None or not target.get("sweep"):
+                raise ConfigError(f"{here}: kernels[{i}] ({k['id']}): tune_from names '{src}', "
+                                  "which is not a configured stage with a tile sweep")
+        if "dispatch_from" in k:
+            earlier = {t["id"]: t for t in cfg["kernels"][:i]}
+            base = earlier.get(k["dispatch_from"])
+            if base is None or "source" not in base or base.get("backend", "cuda") != "cuda":
+                raise ConfigError(f"{here}: kernels[{i}] ({k['id']}): dispatch_from names '{k['dispatch_from']}', "
+                                  "which is not an earlier CUDA stage with a source")
+            for j, over in enumerate(k["candidates"]):
+                unknown = sorted(set(over) - set(base.get("params", {})))
+                if unknown:
+                    raise ConfigError(f"{here}: kernels[{i}] ({k['id']}): candidates[{j}] sets "
+                                      f"{', '.join(unknown)}, which {base['id']} has no default for")
+            if "rule" in k:
+                rules.dispatch_rule(k, base, f"{here}: kernels[{i}] ({k['id']})")
+        elif "rule" in k:
+            raise ConfigError(f"{here}: kernels[{i}] ({k['id']}): rule is for dispatch stages (dispatch_from)")
+        if "source" in k and not (KERNEL_DIR / k["source"]).is_file():
+            raise ConfigError(
+                f"{here}: kernels[{i}] ({k['id']}): source file kernels/{k['source']} does not exist"
+            )
+    return cfg
+
+
+def from_dict(raw: Mapping[str, Any], *, source: str = "config", trusted: bool = False,
+              origins: "Origins | None" = None) -> LabConfig:
+    """The LabConfig of ``raw``. ``trusted``: ``raw`` is a config that ``validate`` already filled in (the
+    workflow does this once; its jobs then skip the schema, and importing jsonschema); a dict that turns
+    out not to be complete is validated after all."""
+    if trusted:
+        try:
+            return _records(raw)
+        except KeyError:
+            pass
+    cfg = validate(raw, source=source, origins=origins)
+    return _records(cfg, source=source if origins is None else origins.of(("kernels",)))
+
+
+def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
+    kernels = []
+    for k in cfg["kernels"]:
+        grids = k["sweep"] if isinstance(k["sweep"], list) else ([k["sweep"]] if k["sweep"] else [])
+        sweep = tuple(_frozen({name: tuple(vals) for name, vals in g.items()}) for g in grids)
+        swept_names = list(dict.fromkeys(n for g in sweep for n in g))
+        spec = KernelSpec(
+            id=k["id"],
+            source=k.get("source", ""),
+            entry=k.get("entry", ""),
+            title=k["title"],
+            geometry=k.get("geometry", ""),
+            backend=k["backend"],
+            params=_frozen(k["params"]),
+            shapes=k["shapes"],
+            max_local_bytes=k["max_local_bytes"],
+            explain=k["explain"].strip(),
+            constraints=tuple(k["constraints"]),
+            runs_when=tuple(k["runs_when"]),
+            shared_bytes=k["shared_bytes"],
+            dynamic_shared=k["dynamic_shared"],
+            sweep=sweep,
+            sweep_axes=tuple(k.get("sweep_axes") or swept_names[:2]),
+            tune_from=tuple(k.get("tune_from", ())),
+            dispatch_from=k.get("dispatch_from", ""),
+            candidates=tuple(_frozen(c) for c in k.get("candidates", ())),
+            rule=DispatchRule(cost=k["rule"]["cost"], step=tuple(k["rule"]["step"])) if "rule" in k else None,
+            # a dispatch stage runs its base stage's kernel: it computes, and is judged, as that stage
+            precision=next(b.precision for b in kernels if b.id == k["dispatch_from"]) if "dispatch_from" in k
+            else k["precision"],
+            signature=k["signature"],
+            micro_tile=tuple(k.get("micro_tile") or (("TM" if "TM" in k["params"] else "1"),
+                                                     ("TN" if "TN" in k["params"] else "1"))),
+            max_dim=k.get("max_dim", cfg["cpu"]["max_dim"] if k["backend"] == "host" else None),
+            max_dim_source="max_dim" if "max_dim" in k else "cpu.max_dim",
+            suite=bool(k.get("suite", True)),
+            arch=k.get("arch", ""),
+            tensor_maps=tuple(_frozen({**m, "box": tuple(m["box"])}) for m in k["tensor_maps"]),
+        )
+        try:
+            check_params(spec)
+            if spec.dispatched:  # every candidate must be a configuration its base stage can run
+                base = next(b for b in kernels if b.id == spec.dispatch_from)
+                for j, over in enumerate(spec.candidates):
+                    try:
+                        check_params(base.with_params(**over))
+                    except ConfigError as exc:
+                        raise ConfigError(f"kernel {spec.id}: candidates[{j}]: {exc}") from None
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+        kernels.append(spec)
+    bench = cfg["bench"]
+    shapes = [Shape(m=s, n=s, k=s) for s in bench["square"]] + [Shape.of(s) for s in bench["shapes"]]
+    check = cfg["check"]
+    return LabConfig(
+        run=cfg["run"],
+        strict=bool(cfg["strict"]),
+        seed=cfg["seed"],
+        arch=cfg["arch"],
+        watchdog_s=float(cfg["watchdog_s"]),
+        check=CheckSettings(
+            shapes=tuple(dict.fromkeys(Shape.of(s) for s in check["shapes"])),
+            alpha=float(check["alpha"]),
+            beta=float(check["beta"]),
+            tolerance_factor=float(check["tolerance_factor"]),
+            tf32_tolerance_factor=float(check["tf32_tolerance_factor"]),
+            fp32_factor=float(check["fp32_factor"]),
+            distributions=tuple(Distribution(name=d["name"], kind=d["kind"],
+                                             log2_range=tuple(d.get("log2_range", (-20, 20))),
+                                             scale_log2=int(d.get("scale_log2", 120)))
+                                for d in check["distributions"]),
+            distribution_shapes=tuple(dict.fromkeys(Shape.of(s) for s in check["distribution_shapes"])),
+        ),
+        bench=BenchSettings(
+            shapes=tuple(dict.fromkeys(shapes)),
+            warmup_ms=float(bench["warmup_ms"]),
+            rewarm_ms=min(float(bench["rewarm_ms"]), float(bench["warmup_ms"])),
+            target_ms=float(bench["target_ms"]),
+            min_reps=int(bench["min_reps"]),
+            max_reps=max(int(bench["max_reps"]), int(bench["min_reps"])),
+            l2_policy=bench["l2_policy"],
+        ),
+        cpu=CpuSettings(max_dim=cfg["cpu"]["max_dim"], cflags=tuple(cfg["cpu"]["cflags"]),
+                        min_reps=cfg["cpu"]["min_reps"], target_ms=float(cfg["cpu"]["target_ms"])),
+        sweep=SweepSettings(shape=Shape.of(cfg["sweep"]["shape"]), warmup_ms=float(cfg["sweep"]["warmup_ms"]),
+                            rewarm_ms=min(float(cfg["sweep"]["rewarm_ms"]), float(cfg["sweep"]["warmup_ms"])),
+                            target_ms=float(cfg["sweep"]["target_ms"]), min_reps=cfg["sweep"]["min_reps"],
+                            max_reps=max(cfg["sweep"]["max_reps"], cfg["sweep"]["min_reps"]), jobs=cfg["sweep"]["jobs"]),
+        epilogue=EpilogueSettings(shapes=tuple(Shape.of(x) for x in cfg["epilogue"]["shapes"]),
+                                  padded_shape=Shape.of(cfg["epilogue"]["padded_shape"]),
+                                  acts=tuple(cfg["epilogue"]["acts"])),
+        profile=ProfileSettings(enabled=cfg["profile"]["enabled"],
+                                shapes=tuple(Shape.of(x) for x in cfg["profile"]["shapes"])),
+        sanitize=bool(cfg["sanitize"]),
+        failure_tests=bool(cfg["failure_tests"]),
+        cublas=bool(cfg["baseline"]["cublas"]),
+        cublas_tf32=bool(cfg["baseline"]["cublas_tf32"]),
+        numpy=bool(cfg["baseline"]["numpy"]),
+        kernels=tuple(kernels),
+        suite=tuple(dict.fromkeys(Shape.of(x) for x in cfg.get("suite", {}).get("shapes", []))),
+    )
+
+
+def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> LabConfig:
+    """Read a YAML config file (plus optional top-level overrides) into a LabConfig."""
+    from .files import Origins, read
+
+    raw = read(path)
+    origins = Origins([(str(path), raw)], overrides)
+    raw.update(overrides or {})
+    return from_dict(raw, source=str(path), origins=origins)

@@ -1,0 +1,259 @@
+"""Configuration records: the frozen dataclasses that the rest of the package uses (a stage, a shape, the
+settings of each step, the whole run), the paths they name and the library baselines.
+
+Their loading (the schema's defaults, the checks a schema cannot make, the dict turned into records) is
+``load``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from ..errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[3]
+# the kernel sources; SGEMM_LAB_KERNELS points elsewhere (e.g. a directory of experimental stages)
+KERNEL_DIR = Path(os.environ.get("SGEMM_LAB_KERNELS") or ROOT / "kernels")
+BASELINES = ("cublas", "cublas_tf32", "numpy")
+GPU_BASELINES = ("cublas", "cublas_tf32")
+# The precision class of each library baseline (a stage declares its own: KernelSpec.precision).
+BASELINE_PRECISION = {"cublas": "fp32", "cublas_tf32": "tf32", "numpy": "fp32"}
+
+
+@dataclass(frozen=True, kw_only=True, order=True)
+class Shape:
+    m: int
+    n: int
+    k: int
+
+    def __str__(self) -> str:
+        return f"{self.m}x{self.n}x{self.k}"
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+    @classmethod
+    def of(cls, mnk: "Shape | tuple[int, int, int] | list[int]") -> "Shape":
+        if isinstance(mnk, Shape):
+            return mnk
+        m, n, k = mnk
+        return cls(m=int(m), n=int(n), k=int(k))
+
+
+def _frozen(d: Mapping) -> Mapping:
+    return MappingProxyType(dict(d))
+
+
+@dataclass(frozen=True, kw_only=True)
+class DispatchRule:
+    """How a dispatch stage chooses a candidate on any shape: ``cost`` (an integer expression, see
+    ``sgemm_lab.dispatch.choice.rule_names`` for its names) is evaluated for each candidate, with ``step[i]``
+    as candidate i's ``STEP``, and the cheapest candidate runs."""
+
+    cost: str
+    step: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelSpec:
+    """One stage of the ladder, as configured. An autotuned stage (``tune_from``) has no source of its
+    own until the pipeline resolves it from the tile sweeps (see ``dispatch.autotune.resolve``)."""
+
+    id: str
+    title: str
+    source: str = ""
+    entry: str = ""
+    geometry: str = ""
+    backend: str = "cuda"
+    params: Mapping[str, int] = field(default_factory=lambda: _frozen({}))
+    shapes: str = "tile_multiple"
+    max_local_bytes: int = 0
+    explain: str = ""
+    constraints: tuple[str, ...] = ()
+    runs_when: tuple[str, ...] = ()  # expressions over the parameters and M, N, K: the shapes it runs
+    shared_bytes: str = "0"
+    dynamic_shared: bool = False
+    sweep: tuple[Mapping[str, tuple[int, ...]], ...] = ()  # grids; the sweep is the union of their products
+    sweep_axes: tuple[str, ...] = ()
+    tune_from: tuple[str, ...] = ()
+    dispatch_from: str = ""  # a per-shape dispatch stage: its base stage (see sgemm_lab.dispatch)
+    candidates: tuple[Mapping[str, int], ...] = ()  # ... and the parameter overrides it chooses among
+    rule: DispatchRule | None = None  # ... by this model; without one, by its measured table
+    precision: str = "fp32"  # fp32, tf32 or 3xtf32: the class of its tolerance (verify.tolerance_for)
+    signature: str = "gemm"
+    micro_tile: tuple[str, str] = ("TM", "TN")
+    max_dim: int | None = None  # shapes with a larger dimension are skipped (host stages: cpu.max_dim)
+    max_dim_source: str = "max_dim"  # the config key it came from, for the skip reason
+    suite: bool = True  # also timed on the suite shapes (LabConfig.suite)
+    arch: str = ""  # compile target instead of the device's (e.g. sm_90a); see gpu.compile.target_arch
+    tensor_maps: tuple[Mapping[str, Any], ...] = ()  # TMA maps the launcher writes (see sgemm_lab.gpu.tensormap)
+
+    @property
+    def source_path(self) -> Path:
+        return KERNEL_DIR / self.source
+
+    @property
+    def autotuned(self) -> bool:
+        return bool(self.tune_from)
+
+    @property
+    def dispatched(self) -> bool:
+        return bool(self.dispatch_from)
+
+    @property
+    def has_sweep(self) -> bool:
+        return bool(self.sweep)
+
+    @property
+    def swept_names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(n for g in self.sweep for n in g))
+
+    def with_params(self, **changes: int) -> "KernelSpec":
+        return replace(self, params=_frozen({**self.params, **changes}))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Distribution:
+    """Input values of a check (see measure.verify.draw): ``kind`` and its parameters, under a ``name``."""
+
+    name: str
+    kind: str = "uniform"
+    log2_range: tuple[int, int] = (-20, 20)  # loguniform: the exponents of the magnitudes
+    scale_log2: int = 120                    # extreme: A scaled by 2^scale_log2, B by 2^-scale_log2
+
+
+UNIFORM = Distribution(name="uniform")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckSettings:
+    shapes: tuple[Shape, ...]
+    alpha: float
+    beta: float
+    tolerance_factor: float
+    tf32_tolerance_factor: float = 2.0
+    fp32_factor: float = 64.0  # FP32 class: error at most this times cuBLAS strict FP32's on the same inputs
+    distributions: tuple[Distribution, ...] = ()  # beyond uniform, run at distribution_shapes
+    distribution_shapes: tuple[Shape, ...] = ()
+
+    def points(self) -> tuple[tuple[Shape, Distribution], ...]:
+        """Every check point: each shape with uniform inputs, then each further distribution at the
+        distribution shapes."""
+        return tuple((s, UNIFORM) for s in self.shapes) + tuple(
+            (s, d) for d in self.distributions for s in self.distribution_shapes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchSettings:
+    shapes: tuple[Shape, ...]
+    warmup_ms: float
+    rewarm_ms: float
+    target_ms: float
+    min_reps: int
+    max_reps: int
+    l2_policy: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class CpuSettings:
+    max_dim: int
+    cflags: tuple[str, ...]
+    min_reps: int
+    target_ms: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepSettings:
+    shape: Shape
+    warmup_ms: float
+    rewarm_ms: float
+    target_ms: float
+    min_reps: int
+    max_reps: int
+    jobs: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileSettings:
+    enabled: bool
+    shapes: tuple[Shape, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpilogueSettings:
+    shapes: tuple[Shape, ...]
+    padded_shape: Shape
+    acts: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LabConfig:
+    run: str
+    strict: bool
+    seed: int | None
+    arch: str
+    watchdog_s: float
+    check: CheckSettings
+    bench: BenchSettings
+    cpu: CpuSettings
+    sweep: SweepSettings
+    epilogue: EpilogueSettings
+    profile: ProfileSettings
+    sanitize: bool
+    failure_tests: bool
+    cublas: bool
+    numpy: bool
+    kernels: tuple[KernelSpec, ...]
+    suite: tuple[Shape, ...] = ()  # the shapes of the "vs cuBLAS" table, beyond the size sweep
+    cublas_tf32: bool = False      # cuBLAS SGEMM in TF32 tensor-op math: the baseline of TF32-class stages
+
+    def bench_shapes(self, impl: str) -> tuple[Shape, ...]:
+        """What the bench step times for ``impl``: the size sweep, then the suite shapes it does not
+        already hold for cuBLAS and every GPU stage with ``suite: true`` (host stages and NumPy: never)."""
+        if impl == "numpy" or (impl not in GPU_BASELINES and not self._in_suite(self.kernel(impl))):
+            return self.bench.shapes
+        return tuple(dict.fromkeys(self.bench.shapes + self.suite))
+
+    @staticmethod
+    def _in_suite(spec: KernelSpec) -> bool:
+        return spec.suite and (spec.backend == "cuda" or spec.autotuned)
+
+    @property
+    def gpu_implementations(self) -> tuple[str, ...]:
+        """What runs on the GPU (and so is profiled): CUDA stages and cuBLAS."""
+        return tuple(k.id for k in self.kernels if k.backend == "cuda") + self.gpu_baselines
+
+    @property
+    def precisions(self) -> dict[str, str]:
+        """The precision class of every implementation: the stages' own, the library baselines' fixed."""
+        return BASELINE_PRECISION | {k.id: k.precision for k in self.kernels}
+
+    @property
+    def gpu_baselines(self) -> tuple[str, ...]:
+        """The cuBLAS baselines this run times: strict FP32, and TF32 when configured."""
+        return (("cublas",) if self.cublas else ()) + (("cublas_tf32",) if self.cublas_tf32 else ())
+
+    @property
+    def fused(self) -> tuple[KernelSpec, ...]:
+        return tuple(k for k in self.kernels if k.signature == "fused")
+
+    @property
+    def swept(self) -> tuple[KernelSpec, ...]:
+        return tuple(k for k in self.kernels if k.has_sweep)
+
+    def kernel(self, kernel_id: str) -> KernelSpec:
+        for spec in self.kernels:
+            if spec.id == kernel_id:
+                return spec
+        known = ", ".join(k.id for k in self.kernels)
+        raise ConfigError(f"unknown kernel id '{kernel_id}' (configured: {known})")
+
+    @property
+    def implementations(self) -> tuple[str, ...]:
+        """Every timed implementation: the configured kernels, then the library baseline."""
+        return tuple(k.id for k in self.kernels) + self.gpu_baselines + (("numpy",) if self.numpy else ())

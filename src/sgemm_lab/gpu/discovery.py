@@ -1,0 +1,125 @@
+"""Which GPUs this process may use, found without initialising CUDA: NVML (the driver's
+libnvidia-ml, milliseconds) or, failing that, nvidia-smi; narrowed by CUDA_VISIBLE_DEVICES as CUDA
+would. A GPU is named by its NVML index (PCI bus order, as nvidia-smi prints it) and its UUID; the
+UUID is what pins a process to it (CUDA_VISIBLE_DEVICES=GPU-...), since CUDA's own order may differ.
+
+``nvml()`` is the library itself, loaded and initialised once per process, for the other questions the
+pipeline asks the driver without CUDA (``measure.foreign``: which processes hold a GPU).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int  # NVML / nvidia-smi index
+    uuid: str   # GPU-xxxxxxxx-...
+
+    @property
+    def label(self) -> str:
+        return f"{self.index}:{self.uuid}"
+
+    @classmethod
+    def from_label(cls, label: str) -> "Gpu":
+        index, uuid = label.split(":", 1)
+        return cls(int(index), uuid)
+
+
+def _open_library():
+    """The driver's libnvidia-ml (OSError when there is none)."""
+    return ctypes.CDLL("libnvidia-ml.so.1")
+
+
+_lib: tuple[int, object] | None = None  # (pid, the library or None: none would start) of the last process to ask
+
+
+def nvml():
+    """The driver's NVML library, initialised (``nvmlInit_v2``) once per process, or None when there is
+    no driver library or it cannot start. A forked child initialises it again: the parent's
+    initialisation is not its own."""
+    global _lib
+    if _lib is not None and _lib[0] == os.getpid():
+        return _lib[1]
+    try:
+        lib = _open_library()
+        if lib.nvmlInit_v2() != 0:
+            lib = None
+    except OSError:
+        lib = None
+    _lib = (os.getpid(), lib)
+    return lib
+
+
+def _nvml() -> list[Gpu] | None:
+    lib = nvml()
+    if lib is None:
+        return None
+    count = ctypes.c_uint()
+    if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+        return None
+    out = []
+    for i in range(count.value):
+        handle = ctypes.c_void_p()
+        buf = ctypes.create_string_buffer(96)
+        if lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)) != 0 or \
+                lib.nvmlDeviceGetUUID(handle, buf, len(buf)) != 0:
+            return None
+        out.append(Gpu(i, buf.value.decode()))
+    return out
+
+
+def _smi() -> list[Gpu]:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        res = subprocess.run([exe, "--query-gpu=index,uuid", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20)
+    except subprocess.SubprocessError:
+        return []
+    out = []
+    for line in res.stdout.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit():
+            out.append(Gpu(int(parts[0]), parts[1]))
+    return out
+
+
+def narrow(gpus: list[Gpu], cuda_visible: str | None) -> list[Gpu]:
+    """``gpus`` as CUDA_VISIBLE_DEVICES = ``cuda_visible`` leaves them, in its order: a comma list of
+    indices or UUIDs (a UUID prefix is enough); unset: all of them; CUDA stops at the first entry it
+    cannot match, and so does this."""
+    if cuda_visible is None:
+        return list(gpus)
+    out = []
+    for item in (s.strip() for s in cuda_visible.split(",")):
+        match = None
+        if item.isdigit():
+            match = next((g for g in gpus if g.index == int(item)), None)
+        elif item:
+            uuid = item if item.startswith("GPU-") else f"GPU-{item}"
+            hits = [g for g in gpus if g.uuid.startswith(uuid)]
+            match = hits[0] if len(hits) == 1 else None
+        if match is None or match in out:
+            break
+        out.append(match)
+    return out
+
+
+_cache: dict[str | None, list[Gpu]] = {}
+
+
+def visible_gpus() -> list[Gpu]:
+    """The GPUs this process may use (empty without a driver), looked up once per process and
+    CUDA_VISIBLE_DEVICES value."""
+    key = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if key not in _cache:
+        found = _nvml()
+        _cache[key] = narrow(found if found is not None else _smi(), key)
+    return _cache[key]

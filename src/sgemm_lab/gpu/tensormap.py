@@ -1,0 +1,103 @@
+"""TMA tensor maps: the descriptors of A and B that a kernel's bulk tensor copies read.
+
+A map is encoded on the host by the driver (``cuTensorMapEncodeTiled``, called through ctypes: PyCUDA
+does not wrap it; cuda-bindings does, but its first call probes the driver with ``cuGetProcAddress`` for
+symbols this driver lacks, which compute-sanitizer's memcheck reports as errors of every TMA stage; the
+enum values typed in below are checked against cuda-bindings' by the tests) for one operand's address and shape, and copied into the kernel's ``__device__``
+variable before the launch; the kernel keeps the common signature. Which variables, operands, boxes
+and swizzle a stage wants is data in its config entry (``tensor_maps``). No GPU context is needed to
+build the argument lists (``encode_args``), so the rules about them are tested on any machine.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import LabError
+
+if TYPE_CHECKING:
+    from ..config.records import KernelSpec, Shape
+
+MAP_BYTES = 128  # sizeof(CUtensorMap)
+_FLOAT32 = 7  # CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}  # bytes -> CU_TENSOR_MAP_SWIZZLE_*
+_L2_256B = 3  # CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+MAX_BOX = 256  # elements per box dimension
+
+
+@dataclass(frozen=True, kw_only=True)
+class MapRequest:
+    """One map of a launch: the operand's global extent (inner first), its row pitch, the box."""
+
+    symbol: str
+    operand: str
+    dims: tuple[int, int]
+    row_bytes: int
+    box: tuple[int, int]
+    swizzle: int
+
+
+def requests(spec: KernelSpec, shape: Shape) -> list[MapRequest]:
+    """The maps ``spec`` needs for packed row-major A (M x K) and B (K x N) of ``shape``; LabError when a
+    rule of the tensor memory accelerator is broken (rows not on 16-byte boundaries, a box too large)."""
+    from ..config.geometry import env, evaluate
+
+    names = env(spec)
+    out = []
+    for i, m in enumerate(spec.tensor_maps):
+        dims = (shape.k, shape.m) if m["operand"] == "A" else (shape.n, shape.k)
+        box = tuple(int(evaluate(spec, f"tensor_maps[{i}].box[{j}]", str(b), names)) for j, b in enumerate(m["box"]))
+        swizzle = int(m.get("swizzle", 128))
+        req = MapRequest(symbol=m["symbol"], operand=m["operand"], dims=dims, row_bytes=4 * dims[0], box=box,
+                         swizzle=swizzle)
+        problem = _problem(req)
+        if problem:
+            raise LabError(f"kernel {spec.id}: tensor map {req.symbol} of {req.operand} for {shape}: {problem}")
+        out.append(req)
+    return out
+
+
+def _problem(req: MapRequest) -> str | None:
+    if req.row_bytes % 16:
+        return f"rows of {req.row_bytes} B are not a multiple of 16 B"
+    if not all(1 <= b <= MAX_BOX for b in req.box):
+        return f"box {req.box} outside 1..{MAX_BOX} per dimension"
+    if (4 * req.box[0]) % 16:
+        return f"the box's inner extent ({4 * req.box[0]} B) is not a multiple of 16 B"
+    if req.swizzle and 4 * req.box[0] > req.swizzle:
+        return f"the box's inner extent ({4 * req.box[0]} B) exceeds the {req.swizzle}-byte swizzle"
+    return None
+
+
+class Encoder:
+    """Encodes maps with the driver's ``cuTensorMapEncodeTiled`` (libcuda through ctypes)."""
+
+    def __init__(self):
+        try:
+            lib = ctypes.CDLL("libcuda.so.1")
+            self._encode = lib.cuTensorMapEncodeTiled
+        except (OSError, AttributeError) as exc:
+            raise LabError(f"tensor maps need the CUDA driver's cuTensorMapEncodeTiled (CUDA 12+): {exc}") from None
+        u32, u64, p = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p
+        self._encode.argtypes = [p, ctypes.c_int, u32, p, ctypes.POINTER(u64), ctypes.POINTER(u64),
+                                 ctypes.POINTER(u32), ctypes.POINTER(u32), ctypes.c_int, ctypes.c_int,
+                                 ctypes.c_int, ctypes.c_int]
+        self._encode.restype = ctypes.c_int
+
+    def __call__(self, req: MapRequest, address: int) -> bytes:
+        """The 128 bytes of the map of ``req`` over the operand at device ``address``."""
+        if address % 16:
+            raise LabError(f"tensor map {req.symbol}: operand {req.operand} at {address:#x} is not 16-byte aligned")
+        out = (ctypes.c_uint8 * MAP_BYTES)()
+        dims = (ctypes.c_uint64 * 2)(*req.dims)
+        strides = (ctypes.c_uint64 * 1)(req.row_bytes)
+        box = (ctypes.c_uint32 * 2)(*req.box)
+        steps = (ctypes.c_uint32 * 2)(1, 1)
+        rc = self._encode(ctypes.addressof(out), _FLOAT32, 2, ctypes.c_void_p(address), dims, strides, box, steps,
+                          0, _SWIZZLE[req.swizzle], _L2_256B, 0)
+        if rc != 0:
+            raise LabError(f"tensor map {req.symbol}: cuTensorMapEncodeTiled failed with CUresult {rc} "
+                           f"(dims {req.dims}, box {req.box}, swizzle {req.swizzle})")
+        return bytes(out)

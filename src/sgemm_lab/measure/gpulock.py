@@ -1,0 +1,339 @@
+"""GPU arbitration across the pipeline's processes: an flock per GPU, and the pinning of a process to
+the GPU whose lock it holds.
+
+Snakemake may start as many jobs as it has cores; GPU jobs do their CPU-side work (process start,
+imports, compiling) in parallel and queue here for a GPU. Steps that time or profile take a lock
+exclusively, steps that only need correct results (checks, sanitizers, builds) share it, so however
+the pipeline is started no timing ever overlaps other GPU work on its GPU.
+
+Where the locks are. A GPU belongs to one host, so its lock is one per host, shared by every checkout
+and every user there: ``/tmp/sgemm-lab-locks/gpu.<uuid>.lock`` (``HOST_LOCK_DIR``), so that a second
+clone's pipeline waits for the first one's timing instead of running beside it. The folder is made
+with mode 1777 and each lock file readable and writable by all, so that another user's pipeline can
+take the same lock; a lock file is opened without creating it when it exists (a sticky /tmp may refuse
+to create over another user's file) and checked after locking to still be the file at that path (a
+/tmp cleaner may have removed it). It is /tmp itself, not $TMPDIR, which differs between users and
+between batch jobs. Overrides:
+
+- ``SGEMM_LAB_LOCK_DIR``: another folder for the host's locks (e.g. one that several containers on the
+  host mount, since each container has a /tmp of its own; or a node-local folder on a cluster whose
+  jobs get a private /tmp and share GPUs).
+- ``SGEMM_LAB_GPU_LOCK``: a lock file; each GPU's lock is ``gpu.<uuid>.lock`` beside it, hidden
+  (``.gpu.<uuid>.lock``) when the file's name is (a pipeline started by a test inside a running
+  pipeline shares its lock this way, and a test isolates its own).
+
+The UUID, not the index, names a GPU: on a cluster (SLURM gives each job its own GPUs and shows it only
+those) every job's one GPU is index 0 on its host. There the locks stay per host as well: jobs on
+different nodes never share a GPU, jobs on one node that are given the same GPU wait for each other;
+a ``SGEMM_LAB_GPU_LOCK`` on a network filesystem shared by the nodes works too, and only jobs on the
+same GPU wait. A process that finds no GPU (no driver library, or none visible) locks
+``results/.gpu.lock`` in its working directory: there is nothing on the host to share.
+
+One visible GPU: its lock, and nothing else happens. Several (Snakemake assigns no device ids;
+``--resources gpu=N`` only bounds how many GPU jobs run): a step takes the first lock it can get
+(shared steps start their search at a different GPU each, so checks spread), and the process is pinned
+to that GPU before CUDA starts in it (CUDA_VISIBLE_DEVICES = its UUID; ``PIN_ENV`` records index and
+UUID for the result rows and for the point processes, which take the pin from the step that holds the
+lock, see ``isolate``). A process that is pinned, or has started CUDA, only ever locks its own GPU.
+
+The lock keeps the pipeline's own steps apart; work that does not take it (another program on the
+GPU) is what ``foreign`` looks for around every timed point. ``SGEMM_LAB_LOCK_LOG`` names a file that
+gets one JSON line per lock held (process, working directory, mode, lock file, wall-clock times asked,
+got and released): evidence of who held the GPU when, from every pipeline of the host.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from ..config.records import BASELINES, LabConfig
+from ..errors import LabError
+from ..gpu.discovery import Gpu, visible_gpus
+
+log = logging.getLogger("sgemm_lab")
+
+# How each step uses the GPU. "exclusive": it times something, so nothing else may run on the GPU
+# meanwhile. "shared": it only needs correct results (checks, sanitizers, device queries), so several
+# such steps may run at once, but never next to a timing step. The steps in SELF_LOCKING take the
+# lock themselves, after their part that needs no GPU (compiling, process start, imports).
+GPU_LOCK = {"environment": "shared", "build": "shared", "check": "shared", "sanitize": "shared", "bench": "exclusive",
+            "profile": "exclusive", "sweep": "exclusive", "shape_sweep": "exclusive", "epilogue": "exclusive",
+            "ceilings": "exclusive"}
+SELF_LOCKING = {"build", "sweep", "shape_sweep", "check", "sanitize", "bench", "profile", "epilogue"}
+
+
+HOST_LOCK_DIR = Path("/tmp/sgemm-lab-locks")  # the host's GPU locks, for every checkout and user
+LOCK_DIR_ENV = "SGEMM_LAB_LOCK_DIR"            # another folder for them
+LOCK_ENV = "SGEMM_LAB_GPU_LOCK"                # a lock file: the GPUs' locks beside it
+NO_GPU_LOCK = Path("results/.gpu.lock")        # a process that finds no GPU (in its working directory)
+LOCK_LOG_ENV = "SGEMM_LAB_LOCK_LOG"            # a file: one line per lock held (see the module docstring)
+
+
+def lock_dir() -> Path:
+    """The folder of the host's GPU locks: ``$SGEMM_LAB_LOCK_DIR``, else ``HOST_LOCK_DIR``."""
+    return Path(os.environ.get(LOCK_DIR_ENV) or HOST_LOCK_DIR)
+
+
+def lock_path(devices: list[Gpu] | None = None) -> Path:
+    """The lock of a process that finds no GPU among ``devices`` (default: the visible ones), and the
+    file the per-GPU locks are named beside: ``$SGEMM_LAB_GPU_LOCK``; else, with a GPU,
+    ``gpu.lock`` in the host's lock folder (``lock_dir``); without, ``results/.gpu.lock``."""
+    env = os.environ.get(LOCK_ENV)
+    if env:
+        return Path(env)
+    gpus = visible_gpus() if devices is None else devices
+    return lock_dir() / "gpu.lock" if gpus else NO_GPU_LOCK
+
+
+PIN_ENV = "SGEMM_LAB_DEVICE"  # "index:uuid" of the GPU this process (and its children) is pinned to
+POLL_S = 0.05                 # how often a step waiting for any of several GPUs tries them again
+
+
+def device_lock_path(gpu: Gpu, base: Path | None = None) -> Path:
+    """The lock of one GPU: ``gpu.<uuid>.lock`` beside ``base`` (default ``lock_path``; hidden, with a
+    leading dot, when ``base``'s name has one). The index would not do: on a cluster every job's one
+    GPU is index 0 on its host."""
+    base = base if base is not None else lock_path([gpu])
+    dot = "." if base.name.startswith(".") else ""
+    return base.with_name(f"{dot}gpu.{gpu.uuid}.lock")
+
+
+def _ensure_folder(folder: Path) -> None:
+    """``folder``, made if missing; the host's lock folder with mode 1777 (every user may add locks,
+    only the owner of one may remove it)."""
+    if folder.is_dir():
+        return
+    shared = folder.resolve() == lock_dir().resolve()
+    try:
+        folder.mkdir(parents=True)
+    except FileExistsError:
+        return
+    if shared:
+        os.chmod(folder, 0o1777)  # (mkdir's mode is cut by the umask)
+
+
+def _open_lock(path: Path):
+    """``path`` opened for flock, made if missing (readable and writable by all users: another user's
+    pipeline takes the same lock). An existing file is opened without O_CREAT (a sticky world-writable
+    folder may refuse O_CREAT over another user's file), read-only when it is not writable for this
+    user (flock needs no write access on a local filesystem)."""
+    try:
+        _ensure_folder(path.parent)
+        while True:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+            except FileNotFoundError:
+                try:
+                    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+                except FileExistsError:
+                    continue  # another process made it meanwhile: open that one
+                os.fchmod(fd, 0o666)  # (the mode given to open is cut by the umask)
+            except PermissionError:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            return os.fdopen(fd, "rb", buffering=0)
+    except OSError as exc:
+        raise LabError(f"cannot use the GPU lock {path}: {exc.strerror or exc}; set {LOCK_DIR_ENV} to a folder "
+                       f"that every user of this host's GPUs may write (or {LOCK_ENV} to a lock file)") from None
+
+
+def _take(path: Path, mode: int, block: bool = True):
+    """The open file of ``path`` locked with ``mode``, or None (``block`` False: it is held elsewhere).
+    A lock file that was removed or replaced while this process waited for it is given up for the one
+    at ``path`` now, so that two processes never hold locks on two different files of one name."""
+    import fcntl
+
+    while True:
+        fh = _open_lock(path)
+        try:
+            fcntl.flock(fh, mode if block else mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            return None
+        try:
+            now = os.stat(path)
+        except FileNotFoundError:
+            now = None
+        held = os.fstat(fh.fileno())
+        if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+            try:
+                os.utime(fh.fileno())  # recently used: a /tmp cleaner that goes by age leaves it
+            except OSError:
+                pass
+            return fh
+        fh.close()
+
+
+def pinned() -> Gpu | None:
+    """The GPU this process is pinned to (None: not pinned, e.g. a single-GPU machine)."""
+    label = os.environ.get(PIN_ENV)
+    return Gpu.from_label(label) if label else None
+
+
+def _cuda_started() -> bool:
+    gpu = sys.modules.get("sgemm_lab.gpu.device")
+    return gpu is not None and gpu.driver_initialised()
+
+
+def pin(gpu: Gpu) -> None:
+    """Pin this process (and the processes it starts) to ``gpu``; before CUDA starts in it."""
+    if pinned() == gpu:
+        return
+    if _cuda_started():
+        raise LabError(f"cannot move this process to GPU {gpu.index}: CUDA has started in it on another GPU")
+    os.environ["CUDA_VISIBLE_DEVICES"] = gpu.uuid
+    os.environ[PIN_ENV] = gpu.label
+
+
+class gpu_lock:
+    """A GPU's lock, exclusive for steps that time, shared for steps that only check; with several GPUs
+    the first free one, and this process pinned to it (``device``)."""
+
+    def __init__(self, exclusive: bool = True, path: Path | None = None, devices: list[Gpu] | None = None,
+                 pin_self: bool = True):
+        self._devices = devices if devices is not None else visible_gpus()
+        # no GPU's lock; each GPU's beside it
+        self.path = Path(path) if path is not None else lock_path(self._devices)
+        self.exclusive = exclusive
+        # pin_self=False: the lock is held for child processes only (they take the GPU by ``handoff``);
+        # a process may then hold the locks of several GPUs at once, for several sets of children.
+        self.pin_self = pin_self
+        self.fh = None
+        self.device: Gpu | None = None
+
+    @property
+    def per_gpu(self) -> bool:
+        """Several GPUs: one lock each, and the holder pinned to its GPU (see the module docstring)."""
+        return len(self._devices) > 1
+
+    @classmethod
+    def for_mode(cls, mode: str | None) -> "gpu_lock | None":
+        """The lock for a ``lock_mode`` result (None: the step does not use the GPU)."""
+        return None if mode is None else cls(exclusive=mode == "exclusive")
+
+    def __enter__(self):
+        import fcntl
+
+        mode = fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH
+        t0 = time.perf_counter()
+        self._asked = time.time()
+        if not self.per_gpu:
+            self.device = self._devices[0] if self._devices else None
+            self.fh = _take(device_lock_path(self.device, self.path) if self.device else self.path, mode)
+            if self.device is not None:
+                os.environ[PIN_ENV] = self.device.label  # recorded only: the one GPU needs no pinning
+        else:
+            self.device, self.fh = self._first_free(mode)
+            if self.pin_self:
+                pin(self.device)
+        self._got = time.time()
+        waited = time.perf_counter() - t0
+        if waited > 1:
+            log.info("waited %.1f s for the GPU (%s)", waited, "exclusive" if self.exclusive else "shared")
+        return self
+
+    def _first_free(self, mode: int):
+        """(GPU, open lock file) of the first GPU whose lock can be had, trying again until one can: this
+        process's own GPU only, once it is pinned or has started CUDA."""
+        own = pinned() if self.pin_self else None
+        if own is not None:
+            order = [g for g in self._devices if g == own] or [own]
+        elif self.pin_self and _cuda_started():
+            raise LabError("CUDA started in this process before it took a GPU lock: its GPU is unknown")
+        else:
+            start = os.getpid() % len(self._devices) if not self.exclusive else 0
+            order = self._devices[start:] + self._devices[:start]
+        while True:
+            for gpu in order:
+                fh = _take(device_lock_path(gpu, self.path), mode, block=False)
+                if fh is not None:
+                    return gpu, fh
+            time.sleep(POLL_S)
+
+    def __exit__(self, *exc):
+        import fcntl
+
+        released = time.time()  # (taken while still held: logged intervals of one lock never overlap)
+        fcntl.flock(self.fh, fcntl.LOCK_UN)
+        self.fh.close()
+        self._log(released)
+        return False
+
+    def _log(self, released: float) -> None:
+        """One line in ``$SGEMM_LAB_LOCK_LOG`` (if set) for the lock just released."""
+        target = os.environ.get(LOCK_LOG_ENV)
+        if not target:
+            return
+        import json
+
+        held = device_lock_path(self.device, self.path) if self.device else self.path
+        line = json.dumps(dict(pid=os.getpid(), cwd=os.getcwd(), program=os.path.basename(sys.argv[0] or ""),
+                               mode="exclusive" if self.exclusive else "shared", lock=str(held.resolve()),
+                               device=self.device.label if self.device else None, asked=self._asked,
+                               got=self._got, released=released))
+        try:  # one write of one line, appended: lines of several processes do not mix
+            fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            try:
+                os.write(fd, (line + "\n").encode())
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            log.warning("GPU lock log %s: %s", target, exc)
+
+
+def child_gates(exclusive: bool = True) -> list["gpu_lock"]:
+    """Locks for splitting one step's points over the GPUs: one per visible GPU when there are several
+    (held for child processes, ``pin_self=False``), else the one ordinary lock."""
+    gpus = visible_gpus()
+    if len(gpus) <= 1 or pinned_elsewhere():
+        return [gpu_lock(exclusive=exclusive)]
+    return [gpu_lock(exclusive=exclusive, pin_self=False) for _ in gpus]
+
+
+def pinned_elsewhere() -> bool:
+    """This process is pinned to one GPU already (its points must stay there)."""
+    return len(visible_gpus()) > 1 and pinned() is not None
+
+
+def handoff(lock) -> str:
+    """What a step holding ``lock`` tells the point processes it started before it had the lock:
+    'pin <index:uuid>' (several GPUs: use that one), 'record <index:uuid>' (one GPU) or ''."""
+    device = getattr(lock, "device", None)  # (a gate may be any context manager)
+    if device is None:
+        return ""
+    return f"{'pin' if lock.per_gpu else 'record'} {device.label}"
+
+
+def take_handoff(text: str) -> None:
+    """In a point process, before CUDA starts: follow the step's ``handoff``."""
+    if not text:
+        return
+    kind, label = text.split(" ", 1)
+    if kind == "pin":
+        pin(Gpu.from_label(label))
+    else:
+        os.environ[PIN_ENV] = label
+
+
+def device_columns() -> dict:
+    """The GPU a result row was measured on, as columns (empty values when unknown: no driver)."""
+    gpu = pinned()
+    return dict(device_index=gpu.index if gpu else None, device_uuid=gpu.uuid if gpu else None)
+
+
+def lock_mode(step: str, cfg: LabConfig, impl: str | None) -> str | None:
+    """'exclusive', 'shared' or None (no GPU: host stages and the NumPy baseline when built or timed,
+    plots, report). Every check shares the GPU, a host stage's too: its FP32 limit comes from cuBLAS
+    on the same inputs (runners.CublasBaseline)."""
+    if step == "check":
+        return "shared"
+    if impl == "numpy":
+        return None
+    if impl and impl not in BASELINES and step in ("build", "bench"):
+        spec = cfg.kernel(impl)
+        if spec.backend == "host" and not spec.autotuned:
+            return None
+    return GPU_LOCK.get(step)

@@ -1,0 +1,164 @@
+"""Correctness: float64 reference, K-aware tolerance, error measures. NumPy only (no GPU)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config.records import UNIFORM, CheckSettings, Distribution, Shape
+
+EPS_FP32 = float(np.finfo(np.float32).eps)  # 2**-23
+EPS_TF32 = 2.0**-11  # unit roundoff of TF32's 10-bit mantissa
+NAN_BITS = 0x7FC00000  # a quiet float32 NaN: what outputs are pre-filled with before a run
+
+
+@dataclass(frozen=True, kw_only=True)
+class Problem:
+    """Inputs of one GEMM, row-major float32: A (M x K), B (K x N), C (M x N) read when beta != 0."""
+
+    shape: Shape
+    alpha: float
+    beta: float
+    a: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+    seed: int
+    dist: str = "uniform"
+
+
+# Input distributions of the check (config: check.distributions). Each draws A, B and C as float32,
+# never an exact zero. "uniform" is the one every check shape runs; the others probe what uniform
+# values hide: "normal" (unbounded tails), "loguniform" (magnitudes spread over 2^lo..2^hi with random
+# signs: a few terms dominate each dot product), "positive" (no cancellation, so rounding errors add
+# up instead of averaging out), "extreme" (A near FP32's overflow and B near its underflow limit,
+# 2^scale and 2^-scale, so that the exact products are of order 1 and the result finite).
+DISTRIBUTIONS = ("uniform", "normal", "loguniform", "positive", "extreme")
+
+
+
+
+def draw(rng: np.random.Generator, rows: int, cols: int, dist: Distribution = UNIFORM, *, scale_log2: int = 0) -> np.ndarray:
+    """One float32 matrix of ``dist`` (times 2^scale_log2), drawn in float32 where that is exact and fast."""
+    kind = dist.kind
+    if kind in ("uniform", "extreme", "positive"):
+        x = rng.random((rows, cols), dtype=np.float32)  # [0, 1) drawn in float32 (fast at 8192^2)
+        if kind == "positive":
+            x = np.float32(1) - x  # (0, 1]: never zero, never negative
+        else:
+            x *= 2
+            x -= 1
+            x[x == 0] = 0.5  # never an exact zero
+    elif kind == "normal":
+        x = rng.standard_normal((rows, cols), dtype=np.float32)
+        x[x == 0] = 0.5
+    elif kind == "loguniform":
+        lo, hi = dist.log2_range
+        mag = np.exp2(rng.uniform(lo, hi, (rows, cols)))
+        x = np.where(rng.random((rows, cols)) < 0.5, -mag, mag).astype(np.float32)
+    else:
+        raise ValueError(f"unknown input distribution '{kind}' (known: {', '.join(DISTRIBUTIONS)})")
+    if scale_log2:
+        x = np.ldexp(x, scale_log2).astype(np.float32)  # exact: a power of two, within FP32's range
+    return x
+
+
+def make_problem(shape: Shape, *, alpha: float, beta: float, seed: int, dist: Distribution = UNIFORM) -> Problem:
+    """Fresh inputs of distribution ``dist`` (default: uniform in [-1, 1)), never zeros."""
+    rng = np.random.default_rng(seed)
+    s = dist.scale_log2 if dist.kind == "extreme" else 0
+    return Problem(shape=shape, alpha=alpha, beta=beta, seed=seed, dist=dist.name,
+                   a=draw(rng, shape.m, shape.k, dist, scale_log2=s), b=draw(rng, shape.k, shape.n, dist, scale_log2=-s),
+                   c=draw(rng, shape.m, shape.n, UNIFORM if dist.kind == "extreme" else dist))
+
+
+def references(p: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """(alpha*A@B + beta*C, alpha*A@B) in float64: the checks with C read and with beta = 0."""
+    ab = p.alpha * (p.a.astype(np.float64) @ p.b.astype(np.float64))
+    return ab + p.beta * p.c.astype(np.float64), ab
+
+
+def tolerance(k: int, factor: float) -> float:
+    """Bound on the relative Frobenius error of an FP32 GEMM with inner dimension k.
+
+    Rounding errors of a length-k float32 dot product grow like sqrt(k) * eps for random data; the
+    factor leaves room for summation order. TF32 (about 3e-4 relative) fails this for k < ~16k.
+    """
+    return factor * EPS_FP32 * math.sqrt(max(k, 1))
+
+
+def tolerance_for(precision: str, k: int, check: CheckSettings) -> float:
+    """The absolute bound for a stage of class ``precision`` (fp32, tf32 or 3xtf32). TF32 inputs lose
+    their last 13 mantissa bits, a relative error of about 2^-11 per operand that averages over the dot
+    product instead of growing with K; 3xTF32 recovers FP32 accuracy and is held to FP32's bound."""
+    fp32 = tolerance(k, check.tolerance_factor)
+    if precision in ("fp32", "3xtf32"):
+        return fp32
+    if precision == "tf32":
+        return check.tf32_tolerance_factor * EPS_TF32 + fp32
+    raise ValueError(f"unknown precision class '{precision}'")
+
+
+# Below this, a library's error counts as this much: an exact (or nearly exact) baseline result would
+# otherwise make any rounding at all fail the relative criterion.
+BASELINE_ERR_FLOOR = EPS_FP32 / 2
+
+
+def fp32_limit(k: int, check: CheckSettings, baseline_err: float | None) -> float:
+    """The FP32 class's limit at one check point: the absolute bound ``tolerance(k)``, tightened to
+    ``fp32_factor`` times the error of cuBLAS strict FP32 on the same inputs (``baseline_err``; None or
+    NaN where none was measured, and then the absolute bound alone applies).
+
+    The absolute bound grows like sqrt(K) and passes TF32 (error about 2.6e-4 whatever K) from
+    K of about 2^16 on; a strict FP32 library's error on the same inputs grows too, but stays hundreds
+    of times below TF32's, so the relative limit keeps the classes apart at any K."""
+    bound = tolerance(k, check.tolerance_factor)
+    if baseline_err is None or not math.isfinite(baseline_err):
+        return bound
+    return min(bound, check.fp32_factor * max(baseline_err, BASELINE_ERR_FLOOR))
+
+
+def limit_for(precision: str, k: int, check: CheckSettings, baseline_err: float | None) -> float:
+    """What a stage of class ``precision`` is held to at one point: the FP32 limit for fp32 and 3xtf32,
+    the TF32 bound for tf32."""
+    if precision in ("fp32", "3xtf32"):
+        return fp32_limit(k, check, baseline_err)
+    return tolerance_for(precision, k, check)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    passed: bool
+    rel_err: float       # ||out - ref||_F / scale over finite entries (nan if none); see compare()
+    max_abs_err: float
+    nonfinite: int       # NaN/Inf entries in the output (unwritten outputs stay NaN)
+    tolerance: float
+
+    @property
+    def reason(self) -> str:
+        if self.passed:
+            return ""
+        if self.nonfinite:
+            return f"{self.nonfinite} NaN/Inf outputs"
+        return f"relative error {self.rel_err:.3g} >= tolerance {self.tolerance:.3g}"
+
+
+def compare(out: np.ndarray, ref: np.ndarray, tol: float, *, terms: tuple[np.ndarray, ...] = ()) -> Verdict:
+    """Relative Frobenius error of ``out`` against ``ref``, measured against the larger of ||ref|| and
+    the norms of ``terms`` (the parts ref is the sum of: alpha*A@B and beta*C). When the two terms
+    cancel, as they can in an output of one or a few elements, ||ref|| is far below the size of the
+    rounding errors of the terms; for matrices of random entries the two measures agree."""
+    if out.shape != ref.shape:
+        raise ValueError(f"output shape {out.shape} != reference shape {ref.shape}")
+    out64 = out.astype(np.float64)
+    finite = np.isfinite(out64)
+    nonfinite = int(out64.size - np.count_nonzero(finite))
+    diff = np.where(finite, out64 - ref, 0.0)
+    ref_norm = max([float(np.linalg.norm(ref))] + [float(np.linalg.norm(t)) for t in terms])
+    rel = float(np.linalg.norm(diff) / ref_norm) if ref_norm > 0 else float(np.linalg.norm(diff))
+    max_abs = float(np.max(np.abs(diff))) if diff.size else 0.0
+    if nonfinite == out64.size:
+        rel = max_abs = float("nan")
+    passed = nonfinite == 0 and rel < tol
+    return Verdict(passed=passed, rel_err=rel, max_abs_err=max_abs, nonfinite=nonfinite, tolerance=tol)

@@ -1,0 +1,230 @@
+"""The entry point of every workflow script (``main``): Snakemake's job -> one step -> a status record.
+
+A step that fails for one stage (a compile error, a crashed job, a check that fails) never stops the
+pipeline: its outputs are written empty but valid, its status record says what failed and where the
+log is, one line names the step, the stage and the log on the console, and the job ends successfully,
+so that every other stage is still measured and the report is written. The run's exit status is
+decided at the end from the status records (``sgemm_lab.pipeline.outcome.verdict``).
+
+Steps without which there is nothing to report (environment: no GPU; aggregate and report: the
+report itself) still end the run with one line and a non-zero exit, as does any step that refuses a
+damaged input file (``io.DamagedFile``): its previous outputs are then kept.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Callable
+
+from ..config.load import from_dict
+from ..config.records import LabConfig
+from ..dispatch import steps as dispatch_steps
+from ..epilogue import step as epilogue_step
+from ..errors import LabError
+from ..failures import step as failures_step
+from ..measure.gpulock import SELF_LOCKING, gpu_lock, lock_mode
+from ..profiling import step as profile_step
+from ..report import step as report_step
+from ..sanitizers import step as sanitize_step
+from . import build as build_step
+from . import environment as environment_step
+from . import io, logs, outcome
+from . import points as points_step
+from . import sweep as sweep_step
+from .outcome import FAILED, NOT_RUN, OK, StepRecord, StepStatus, first_line
+
+log = logs.log
+
+# Steps whose failure is one stage's (or one figure's) problem: recorded, and the run goes on.
+TOLERANT = {"build", "check", "sanitize", "bench", "profile", "sweep", "shape_sweep", "epilogue", "ceilings",
+            "failure_tests", "plot"}
+
+
+def _optional(item) -> Path | None:
+    """An input that is one file or none (Snakemake gives a named input of a one-item list as a list)."""
+    if item is None or isinstance(item, (str, Path)):
+        return Path(item) if item else None
+    return next((Path(p) for p in item), None)
+
+
+def _builds(builds: dict) -> dict[str, tuple[Path | None, Path | None]]:
+    """impl -> (binary, record) from the profile rule's params (empty strings for cuBLAS)."""
+    return {impl: tuple(Path(x) if x else None for x in pair) for impl, pair in builds.items()}
+
+
+def _profile_outs(o) -> dict[str, Path]:
+    """impl -> its tidy profile table (``results/<run>/profile/<impl>.csv``)."""
+    return {Path(p).stem: Path(p) for p in o.profiles}
+
+
+def _from_snakemake(step: str, smk) -> Callable[[LabConfig], StepStatus | None]:
+    i, o, w = smk.input, smk.output, smk.wildcards
+    impl = getattr(w, "kernel", None)
+    binary = Path(i.binary) if getattr(i, "binary", None) else None
+    record = Path(i.record) if getattr(i, "record", None) else None
+    ceilings = _optional(getattr(i, "ceilings", None))  # none when nothing runs on a GPU
+    table: dict[str, Callable[[LabConfig], StepStatus | None]] = {
+        "environment": lambda c: environment_step.environment(c, out=Path(o[0])),
+        "build": lambda c: build_step.build(c, impl, env_json=Path(i.env), binary_out=Path(o.binary),
+                                   record_out=Path(o.record), sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
+                                   shape_sweep=_optional(getattr(i, "shape_sweep", None))),
+        "check": lambda c: points_step.check(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config)),
+        "sanitize": lambda c: sanitize_step.sanitize(c, builds=_builds(smk.params.builds), outs={Path(p).stem: Path(p) for p in o.tables},
+                                         log_dir=Path(smk.params.log_dir), raw_config=dict(smk.config)),
+        "bench": lambda c: points_step.bench(c, impl, binary=binary, record=record, out=Path(o[0]), raw_config=dict(smk.config)),
+        "profile": lambda c: profile_step.profile(c, builds=_builds(smk.params.builds), outs=_profile_outs(o),
+                                       report=Path(smk.params.report), raw_config=dict(smk.config)),
+        "sweep": lambda c: sweep_step.sweep(c, impl, env_json=Path(i.env), out=Path(o[0]), raw_config=dict(smk.config)),
+        "shape_sweep": lambda c: dispatch_steps.shape_sweep(c, impl, env_json=Path(i.env), out=Path(o[0]),
+                                                            raw_config=dict(smk.config)),
+        "epilogue": lambda c: epilogue_step.epilogue(c, impl, env_json=Path(i.env), out=Path(o[0])),
+        "ceilings": lambda c: environment_step.ceilings(c, out=Path(o[0])),
+        "compare": lambda c: _compare(c, smk),
+        "failure_tests": lambda c: failures_step.failure_tests(c, env_json=Path(i.env), out=Path(o[0])),
+        "aggregate": lambda c: report_step.aggregate(c, bench_csvs=list(i.bench), check_jsons=list(i.check),
+                                           build_jsons=list(i.build), profile_csvs=list(getattr(i, "profiles", [])),
+                                           sanitize_csvs=list(getattr(i, "sanitize", [])),
+                                           sanitize_out=Path(o.sanitize), env_json=Path(i.env),
+                                           bench_out=Path(o.bench), check_out=Path(o.check), build_out=Path(o.build),
+                                           env_out=Path(o.env), ncu_out=Path(o.ncu),
+                                           dispatch_out=Path(o.dispatch) if hasattr(o, "dispatch") else None),
+        "plot": lambda c: report_step.plot(c, bench_csv=Path(i.bench), ncu_csv=Path(i.ncu), ceilings_json=ceilings, outs=o,
+                                 sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
+                                 heatmaps=[Path(p) for p in getattr(o, "heatmaps", [])],
+                                 check_csv=Path(i.check) if getattr(i, "check", None) else None),
+        "report": lambda c: report_step.report(c, bench_csv=Path(i.bench), check_csv=Path(i.check), build_csv=Path(i.build),
+                                     env_json=Path(i.env), figures=[Path(f) for f in i.figures],
+                                     sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
+                                     epilogues=[Path(p) for p in getattr(i, "epilogues", [])],
+                                     ncu_csv=Path(i.ncu), ceilings_json=ceilings, sanitize_csv=Path(i.sanitize),
+                                     failures_csv=_optional(getattr(i, "failure_tests", None)),
+                                     statuses=[Path(p) for p in getattr(i, "statuses", [])],
+                                     start_json=Path(smk.params.start), out=Path(o[0]),
+                                     steps_out=Path(o.steps) if hasattr(o, "steps") else None,
+                                     dispatch_csv=_optional(getattr(i, "dispatch", None)),
+                                     run_out=Path(o.run) if hasattr(o, "run") else None),
+        "rerender": lambda c: report_step.rerender(c, run_dir=Path(smk.params.run_dir),
+                                         configfiles=[Path(p) for p in smk.params.configfiles],
+                                         log_path=Path(smk.log[0]) if smk.log else None),
+    }
+    return table[step]
+
+
+def _compare(cfg: LabConfig, smk) -> None:
+    from ..report import compare
+
+    compare.run(runs=list(smk.params.runs), benches=[Path(p) for p in smk.input.bench], out_md=Path(smk.output.md),
+                out_csv=Path(smk.output.csv), out_png=Path(smk.output.png), order=list(cfg.implementations))
+
+
+# ------------------------------------------------------------------ outputs of a step that failed
+def _empty_csv(columns: list[str]) -> Callable:
+    def write(smk, rec: StepRecord) -> None:
+        io.write_csv(Path(smk.output[0]), [], columns=columns)
+
+    return write
+
+
+def _build(smk, rec: StepRecord) -> None:
+    io.write_bytes(Path(smk.output.binary), b"")
+    io.write_json(Path(smk.output.record), dict(kernel=rec.kernel, status=rec.status, message=rec.message,
+                                                log=rec.log, tuned_from=None, params={}))
+
+
+def _check(smk, rec: StepRecord) -> None:
+    io.write_json(Path(smk.output[0]), dict(kernel=rec.kernel, status=rec.status, message=rec.message, points=[]))
+
+
+def _sanitize(smk, rec: StepRecord) -> None:
+    for out in smk.output.tables:
+        if not Path(out).exists():  # tables already written (stages sanitized before the failure) stay
+            io.write_csv(Path(out), [], columns=sanitize_step.SANITIZE_COLUMNS)
+
+
+def _profile(smk, rec: StepRecord) -> None:
+    for out in smk.output.profiles:
+        io.write_csv(Path(out), [], columns=profile_step.PROFILE_COLUMNS)
+
+
+def _ceilings(smk, rec: StepRecord) -> None:
+    io.write_json(Path(smk.output[0]), dict(status=rec.status, message=rec.message))
+
+
+def _figures(smk, rec: StepRecord) -> None:
+    from ..report.plots import placeholder
+
+    outs = list(smk.output) if isinstance(smk.output, list) else list(vars(smk.output).values())
+    for out in outs:
+        if str(out).endswith(".png"):
+            placeholder(Path(out), f"{rec.what}: {rec.status} ({first_line(rec.message, 100)})")
+
+
+# What a failed step leaves in place of its results: valid, empty, and never mistaken for a result.
+EMPTY_OUTPUTS: dict[str, Callable] = {
+    "build": _build,
+    "check": _check,
+    "sanitize": _sanitize,
+    "bench": _empty_csv(points_step.BENCH_COLUMNS),
+    "profile": _profile,
+    "sweep": _empty_csv(["kernel", "m", "n", "k", "params", "status", "reason"]),
+    "shape_sweep": _empty_csv(dispatch_steps.SHAPE_SWEEP_COLUMNS),
+    "epilogue": _empty_csv(["m", "n", "k", "act", "implementation", "padded", "verified", "tflops", "median_ms",
+                            "reason"]),
+    "failure_tests": _empty_csv(["case", "test", "outcome", "message", "seconds"]),
+    "ceilings": _ceilings,
+    "plot": _figures,
+}
+
+
+# --------------------------------------------------------------------------------------- main
+def main(step: str, smk) -> None:
+    """Entry point for ``workflow/scripts/<step>.py``: run the step, record its status, one clear line
+    on failure (the detail stays in the log)."""
+    import sys
+
+    t0 = time.monotonic()
+    log_path = Path(smk.log[0]) if smk.log else None
+    logs.setup(log_path)
+    kernel = getattr(smk.wildcards, "kernel", None)
+    where = f" (log: {log_path})" if log_path else ""
+    raised, refused = True, False
+    try:
+        cfg = from_dict(smk.config, trusted=True)
+        with gpu_lock.for_mode(None if step in SELF_LOCKING else lock_mode(step, cfg, kernel)) or nullcontext():
+            status = _from_snakemake(step, smk)(cfg) or StepStatus()
+        raised = False
+    except outcome.NotRun as exc:
+        status = StepStatus(status=NOT_RUN, message=str(exc))
+    except LabError as exc:
+        if len(exc.args) > 1:
+            logs.append(log_path, str(exc.args[1]))
+        status = StepStatus(status=FAILED, message=first_line(exc))
+        refused = isinstance(exc, io.DamagedFile)  # a damaged input is never one stage's problem
+    except Exception as exc:  # unexpected: the traceback goes to the log, one line to the console
+        logs.append(log_path, traceback.format_exc())
+        status = StepStatus(status=FAILED, message=f"unexpected {type(exc).__name__}: {first_line(exc)}")
+
+    rec = StepRecord(step=step, kernel=kernel, status=status.status, message=status.message,
+                     log=str(log_path) if log_path else None, seconds=round(time.monotonic() - t0, 3))
+    what = rec.what
+    if raised and (step not in TOLERANT or refused):
+        log.error("sgemm-lab %s: %s%s", what, status.message, where)
+        sys.exit(1)
+    if raised:
+        try:
+            EMPTY_OUTPUTS[step](smk, rec)
+        except Exception as exc:  # noqa: BLE001 - cannot even write empty results: the job fails
+            logs.append(log_path, traceback.format_exc())
+            log.error("sgemm-lab %s: %s; and its outputs could not be written: %s%s", what, status.message,
+                      first_line(exc), where)
+            sys.exit(1)
+    if rec.status == FAILED:
+        log.error("sgemm-lab %s: %s%s", what, rec.message, where)
+    elif rec.status != OK:
+        log.warning("sgemm-lab %s: %s: %s%s", what, rec.status, rec.message, where)
+    status_out = getattr(smk.output, "status", None)
+    if status_out:
+        outcome.write(Path(status_out), rec)

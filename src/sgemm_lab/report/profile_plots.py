@@ -1,0 +1,135 @@
+"""Figures of the profile (seaborn, headless like ``plots``): the roofline, the stall reasons and the
+memory and occupancy panels, from the Nsight Compute metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from .plots import _at_shape, _save, _save_or_say, placeholder  # noqa: E402
+
+
+def _metric_table(ncu: pd.DataFrame, shape) -> pd.DataFrame:
+    ok = _at_shape(ncu[ncu.status == "ok"], shape) if len(ncu) else ncu
+    if ok.empty:
+        return pd.DataFrame()
+    return ok.pivot_table(index="kernel", columns="metric", values="value", aggfunc="first")
+
+
+def roofline(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, out: Path, *, order: list[str], shape) -> None:
+    """Measured TFLOP/s against FLOPs per DRAM byte (ncu), under the measured FMA and DRAM ceilings and,
+    where the ceilings step measured one, the TF32 tensor-core ceiling."""
+    fig = roofline_figure(bench, ncu, ceilings, order=order, shape=shape)
+    if isinstance(fig, str):  # nothing to draw: a picture saying why
+        placeholder(out, fig)
+    else:
+        _save(fig, out)
+
+
+def roofline_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, order: list[str], shape):
+    """The figure of :func:`roofline`, or a string saying why there is none."""
+    table = _metric_table(ncu, shape)
+    ok = _at_shape(bench[bench.status == "ok"], shape).set_index("kernel")
+    if table.empty or "dram_bytes_read" not in table:
+        return "roofline: no Nsight Compute metrics (profiling disabled or unavailable)"
+    if "fp32_tflops" not in ceilings:
+        return "roofline: no measured ceilings (the ceilings step did not run or failed)"
+    m, n, k = shape
+    flops = 2.0 * m * n * k
+    pts = []
+    for impl in order:
+        if impl in table.index and impl in ok.index:
+            dram = table.loc[impl, "dram_bytes_read"] + table.loc[impl].get("dram_bytes_write", 0.0)
+            pts.append(dict(kernel=impl, intensity=flops / dram, tflops=ok.loc[impl, "tflops"]))
+    pts = pd.DataFrame(pts)
+    peak, bw = ceilings["fp32_tflops"], ceilings["dram_gbps"] / 1e3  # TB/s
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, ax = plt.subplots(figsize=(9, 6))
+    lo = min(0.05, pts.intensity.min() / 2) if len(pts) else 0.05
+    hi = max(5000.0, pts.intensity.max() * 2) if len(pts) else 5000.0
+    xs = np.logspace(np.log10(lo), np.log10(hi), 200)
+    ax.plot(xs, np.minimum(peak, xs * bw), color="black", linewidth=2, label=f"measured roof: {peak:.1f} TFLOP/s FMA, {bw:.2f} TB/s DRAM")
+    tensor = ceilings.get("tf32_tflops")
+    if tensor:  # the tensor-core stages' own roof (Hopper's wgmma, measured by the ceilings step)
+        ax.plot(xs, np.minimum(tensor, xs * bw), color="black", linewidth=1.5, linestyle="--",
+                label=f"measured roof: {tensor:.0f} TFLOP/s TF32 tensor cores (wgmma)")
+    sns.scatterplot(data=pts, x="intensity", y="tflops", hue="kernel", hue_order=list(pts.kernel), style="kernel",
+                    s=90, ax=ax, palette="viridis")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity: 2·M·N·K / DRAM bytes (ncu)")
+    ax.set_ylabel("TFLOP/s (median, bench)")
+    ax.set_title(f"Roofline at {m}x{n}x{k}: CUDA-core stages under the FMA roof, tensor-core stages under the "
+                 "TF32 roof" if tensor else f"Roofline at {m}x{n}x{k} (FMA roof only: no tensor roof measured on "
+                 "this GPU; tensor-core stages run above it)", fontsize=11)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # outside the data
+    return fig
+
+
+STALL_ORDER = ["long_scoreboard", "short_scoreboard", "mio_throttle", "barrier", "math_pipe_throttle", "not_selected",
+               "selected", "wait", "lg_throttle", "dispatch_stall", "no_instruction", "branch_resolving", "membar",
+               "drain", "sleeping", "tex_throttle", "imc_miss", "misc"]
+
+
+def stall_bars(ncu: pd.DataFrame, out: Path, *, order: list[str], shape) -> None:
+    """Warp-stall breakdown per stage: each bar the share of every reason in the stall cycles per issued
+    instruction (linear, 100% a bar), the total written at its end; legend outside the data."""
+    _save_or_say(stall_figure(ncu, order=order, shape=shape), out, "warp stalls: no Nsight Compute metrics")
+
+
+def stall_figure(ncu: pd.DataFrame, *, order: list[str], shape):
+    """The figure of :func:`stall_bars` (None without metrics), for drawing or inspection."""
+    table = _metric_table(ncu, shape)
+    cols = [f"stall_{s}" for s in STALL_ORDER if f"stall_{s}" in table.columns]
+    if table.empty or not cols:
+        return None
+    rows = [k for k in order if k in table.index]
+    data = table.loc[rows, cols].fillna(0.0)
+    data.columns = [c.removeprefix("stall_") for c in cols]
+    total = data.sum(axis=1)
+    shares = data.div(total.where(total > 0, 1.0), axis=0) * 100.0
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.32 * len(rows)))
+    shares.iloc[::-1].plot(kind="barh", stacked=True, ax=ax, colormap="tab20", width=0.8)
+    for y, k in enumerate(rows[::-1]):
+        ax.text(101, y, f"{total[k]:.1f}", va="center", fontsize=7)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of the stall cycles per issued instruction (%); the number: their total")
+    ax.set_ylabel("")
+    ax.set_title(f"Why warps wait, at {shape[0]}x{shape[1]}x{shape[2]}")
+    ax.legend(fontsize=7, ncol=1, loc="upper left", bbox_to_anchor=(1.07, 1.0), frameon=False)
+    plt.setp(ax.get_yticklabels(), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def memory_occupancy(ncu: pd.DataFrame, out: Path, *, order: list[str], shape) -> None:
+    """Shared-memory bank conflicts (extra wavefronts per request) and achieved vs theoretical occupancy."""
+    table = _metric_table(ncu, shape)
+    if table.empty:
+        placeholder(out, "bank conflicts / occupancy: no Nsight Compute metrics")
+        return
+    rows = [k for k in order if k in table.index]
+    t = table.loc[rows]
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 5))
+    conflicts = pd.DataFrame({"loads": t.get("smem_bank_conflicts_ld", 0.0), "stores": t.get("smem_bank_conflicts_st", 0.0)})
+    conflicts.plot(kind="bar", ax=a1, color=["#4c72b0", "#dd8452"])
+    a1.set_title("shared-memory bank conflicts (count)")
+    a1.set_xlabel("")
+    occ = pd.DataFrame({"achieved": t.get("achieved_occupancy_pct", 0.0),
+                        "theoretical": t.get("theoretical_occupancy_pct", 0.0)})
+    occ.plot(kind="bar", ax=a2, color=["#55a868", "#c7c7c7"])
+    a2.set_ylim(0, 100)
+    a2.set_title("occupancy (% of the SM's warp slots)")
+    a2.set_xlabel("")
+    for ax in (a1, a2):
+        plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
+    _save(fig, out)

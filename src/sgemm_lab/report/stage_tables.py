@@ -1,0 +1,200 @@
+"""The report's tables of one stage beyond its timings: the tile sweep's summary, the dispatch table and
+where a dispatch stage ran, the Nsight Compute metrics (occupancy limiter, top stalls) and the traffic
+model against them."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..config.records import LabConfig
+from ..errors import LabError
+from ..profiling.ncu import OCCUPANCY_LIMITS
+from .tables import _fmt, md_table, shape_label
+
+def sweep_summary(spec, df: pd.DataFrame) -> list[str]:
+    from ..dispatch.autotune import eligible
+
+    counts = df["status"].value_counts()
+    grid = " ∪ ".join("(" + "; ".join(f"{k} ∈ {{{', '.join(map(str, v))}}}" for k, v in g.items()) + ")"
+                      for g in spec.sweep)
+    lines = [f"Tile sweep ({len(df)} points over {grid}): " + ", ".join(f"{n} {s}" for s, n in counts.items()) + "."]
+    ok = eligible(df)
+    if len(ok):
+        best = ok.loc[ok.tflops.idxmax()]
+        lines.append(f"Fastest verified point: `{best.params}` at {best.tflops:.2f} TFLOP/s "
+                     f"({int(best.registers)} registers, {int(best.local_bytes)} B local).")
+    spills = df[(df.get("local_bytes", pd.Series(dtype=float)).fillna(0) > 0)] if "local_bytes" in df else df.iloc[0:0]
+    if len(spills):
+        lines.append(f"{len(spills)} compiled points use local memory (spills); they are timed but never chosen.")
+    return lines
+
+
+NCU_KEYS = [("duration", "duration"), ("sm_throughput_pct", "SM throughput %"),
+            ("memory_throughput_pct", "memory throughput %"), ("dram_bytes_read", "DRAM read"),
+            ("l2_hit_rate_pct", "L2 hit %"), ("l1_hit_rate_pct", "L1 hit %"),
+            ("smem_bank_conflicts_ld", "bank conflicts (ld)"), ("smem_bank_conflicts_st", "bank conflicts (st)"),
+            ("achieved_occupancy_pct", "achieved occupancy %"), ("theoretical_occupancy_pct", "theoretical occupancy %"),
+            ("registers_per_thread", "registers/thread"), ("issue_slot_utilisation_pct", "issue slots busy %"),
+            ("tensor_pipe_pct", "tensor pipe busy %")]
+
+
+RULE_CLOSE = 1.03  # a rule's choice this close to the fastest candidate's time counts as found
+
+
+def dispatch_table(cfg: LabConfig, spec, rows: pd.DataFrame) -> list[str]:
+    """A dispatch stage's table as its build recorded it: per measured shape the fastest candidate (its
+    parameters where they differ from the base stage's), its speed in the shape sweep and the margin
+    over the next best candidate; for a stage with a rule, also the rule's choice and how far its time
+    is from the fastest's."""
+    import json
+
+    base = dict(cfg.kernel(spec.dispatch_from).params)
+    mine = rows[rows.kernel == spec.id] if len(rows) else rows
+    if mine.empty:
+        return ["No dispatch table (the build did not make one)."]
+    ruled = spec.rule is not None and "rule_candidate" in mine and mine["rule_candidate"].notna().any()
+    body = []
+    for r in mine.itertuples():
+        params = json.loads(r.params)
+        diff = ", ".join(f"{k}={v}" for k, v in params.items() if base.get(k) != v) or "as the base"
+        margin = f"{r.margin:.3f}×" if r.margin == r.margin and r.margin is not None else "–"
+        runner = f"{int(r.runner_up)}" if r.runner_up == r.runner_up and r.runner_up is not None else "–"
+        row = [shape_label(r.m, r.n, r.k), str(int(r.candidate)), diff, f"{r.tflops:.2f}", runner, margin]
+        if ruled:
+            gap = r.rule_gap
+            row += [str(int(r.rule_candidate)), f"**{gap:.3f}×**" if gap == gap and gap > RULE_CLOSE
+                    else (f"{gap:.3f}×" if gap == gap else "not verified")]
+        body.append(row + [_fmt(r.registers, ".0f")])
+    head = ["shape", "fastest", "parameters (vs base)", "TFLOP/s", "next best", "margin"]
+    if not ruled:
+        return [f"Dispatch table ({len(mine)} shapes measured by the shape sweep, `dispatch/{spec.id}.csv`; a shape "
+                "not in it runs the choice of the nearest measured shape, by the sum of |log2| ratios of M, N and K). "
+                f"Candidates are parameter overrides of `{spec.dispatch_from}`; margin = time of the next best "
+                "candidate / time of the chosen one, in the shape sweep.", "",
+                md_table(head + ["registers"], body, align="lrlrrrr"), ""]
+    gaps = mine["rule_gap"].astype(float)
+    close = int((gaps <= RULE_CLOSE).sum())
+    worst = mine.loc[gaps.fillna(float("inf")).idxmax()]
+    steps = ", ".join(f"{i}: {s}" for i, s in enumerate(spec.rule.step))
+    return [f"The rule runs every shape, measured or not, on the candidate of the lowest cost "
+            f"`{spec.rule.cost}` (STEP per candidate: {steps}; the names are the candidate's plan for the "
+            "shape, `sgemm_lab.config.geometry.plan_names`). Against the fastest candidate of the shape sweep "
+            f"(`dispatch/{spec.id}.csv`): within {RULE_CLOSE - 1:.0%} of its time on {close} of {len(mine)} measured "
+            f"shapes; the worst is {shape_label(worst.m, worst.n, worst.k)} at "
+            + (f"{worst.rule_gap:.3f}× the fastest's time." if worst.rule_gap == worst.rule_gap
+               else "a candidate that did not verify there.")
+            + f" Candidates are parameter overrides of `{spec.dispatch_from}`; margin = time of the next best "
+            "candidate / the fastest's; rule / fastest = time of the rule's choice / the fastest's (bold beyond "
+            f"{RULE_CLOSE:.2f}×).", "",
+            md_table(head + ["rule's choice", "rule / fastest", "registers"], body, align="lrlrrrrrr"), ""]
+
+
+def ncu_table(ncu: pd.DataFrame, shape) -> pd.DataFrame:
+    if ncu is None or ncu.empty or "metric" not in ncu:
+        return pd.DataFrame()
+    m, n, k = shape
+    ok = ncu[(ncu.status == "ok") & (ncu.m == m) & (ncu.n == n) & (ncu.k == k)]
+    return ok.pivot_table(index="kernel", columns="metric", values="value", aggfunc="first")
+
+
+def _num(x) -> str:
+    if x != x:
+        return "–"
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:.3g}"
+
+
+def occupancy_limiter(row: pd.Series) -> str:
+    """The launch__occupancy_limit_* with the fewest blocks per SM (ncu's limiting factor)."""
+    lim = {name: row.get(f"occupancy_limit_{name}") for name in OCCUPANCY_LIMITS}
+    lim = {k: v for k, v in lim.items() if v == v and v is not None}
+    if not lim:
+        return "?"
+    low = min(lim.values())
+    return "/".join(k for k, v in lim.items() if v == low) + f" ({int(low)} blocks/SM)"
+
+
+def top_stalls(row: pd.Series, n: int = 3) -> str:
+    stalls = {c.removeprefix("stall_"): row[c] for c in row.index if c.startswith("stall_") and row[c] == row[c]}
+    top = sorted(stalls.items(), key=lambda kv: -kv[1])[:n]
+    return ", ".join(f"{k} {v:.2f}" for k, v in top)
+
+
+def not_profiled(ncu: pd.DataFrame | None) -> list[str]:
+    """One entry per reason an implementation has no metrics: the reason, and which implementations
+    (all of them when ncu itself could not run)."""
+    if ncu is None or not len(ncu) or "status" not in ncu:
+        return []
+    bad = ncu[ncu.status != "ok"]
+    everyone = set(ncu.kernel)
+    out = []
+    for status, kernels in sorted(bad.groupby("status").kernel):
+        ks = sorted(set(kernels))
+        out.append(status if set(ks) == everyone else f"{', '.join(f'`{k}`' for k in ks)} ({status})")
+    return out
+
+
+def dispatched_at(cfg: LabConfig, spec, rows: pd.DataFrame | None, shape):
+    """The candidate of dispatch stage ``spec`` that it runs at ``shape`` (by its rule, else by its
+    table), as a plain stage (None for a stage without a rule and without a table)."""
+    import json
+
+    from ..dispatch.choice import candidate_spec, choose, listed_candidate, resolve, rule_choice
+
+    resolved = resolve(cfg, spec)
+    if spec.rule is not None:
+        try:
+            pick = rule_choice(resolved, shape)
+        except LabError:  # no candidate runs the shape
+            return None
+        return listed_candidate(resolved, pick)
+    mine = rows[rows.kernel == spec.id] if rows is not None and len(rows) else None
+    if mine is None or mine.empty:
+        return None
+    entry = choose([dict(r, params=json.loads(r["params"])) for r in mine.to_dict("records")], shape)
+    return candidate_spec(resolved, entry["params"])
+
+
+def model_table(cfg: LabConfig, ncu: pd.DataFrame, shape, dispatch: pd.DataFrame | None = None) -> str | None:
+    """The notes' traffic model next to what Nsight Compute measured, at ``shape`` (a dispatch stage:
+    the model of the candidate it runs there)."""
+    from ..config.geometry import unsupported_reason
+    from ..config.model import traffic
+    from ..config.records import Shape
+
+    t = ncu_table(ncu, shape)
+    sh = Shape(m=shape[0], n=shape[1], k=shape[2])
+    rows = []
+    for spec in cfg.kernels:
+        if spec.autotuned or spec.backend == "host":
+            continue
+        if not spec.dispatched and unsupported_reason(spec, sh):
+            continue  # a stage that does not run this shape has no traffic there to predict
+        target = dispatched_at(cfg, spec, dispatch, sh) if spec.dispatched else spec
+        tr = traffic(target, sh) if target is not None else None
+        if tr is None:
+            continue
+        meas = t.loc[spec.id] if spec.id in t.index else None
+        l2 = meas["l2_sectors_read_by_sm"] * 32 if meas is not None and "l2_sectors_read_by_sm" in meas else float("nan")
+        dram = (meas["dram_bytes_read"] + meas.get("dram_bytes_write", 0.0)) if meas is not None and "dram_bytes_read" in meas else float("nan")
+        ffma = meas["ffma_thread_instructions"] / (sh.m * sh.n * sh.k) if meas is not None and "ffma_thread_instructions" in meas else float("nan")
+        rows.append([f"`{spec.id}`", tr.global_coeff, tr.smem_coeff, f"{tr.intensity:g}", _num(tr.predicted_bytes) + "B",
+                     _num(l2) + "B", _fmt(l2 / tr.predicted_bytes, ".2f"), _num(dram) + "B", _fmt(ffma, ".3f")])
+    if not rows:
+        return None
+    return md_table(["stage", "global loads / result", "shared loads / result", "intensity (flop/B)",
+                     "predicted L2→SM", "measured L2→SM (ncu)", "measured / predicted", "DRAM read+write (ncu)",
+                     "FFMA / (M·N·K)"], rows)
+
+
+def eval_list(text) -> list[str]:
+    """A list stored in a CSV cell (written as Python/JSON list syntax)."""
+    import ast
+
+    try:
+        val = ast.literal_eval(text) if isinstance(text, str) else text
+    except (ValueError, SyntaxError):
+        return [str(text)]
+    return [str(v) for v in val] if isinstance(val, (list, tuple)) else [str(val)]
