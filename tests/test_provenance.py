@@ -86,6 +86,21 @@ def test_environment_record_names_the_container(monkeypatch):
     assert envinfo.software()["container"]["base"] == "localhost/sgemm-lab-base:cuda13.0"
 
 
+def test_environment_record_names_the_slurm_job(monkeypatch):
+    from sgemm_lab.pipeline import environment as envinfo
+
+    for var in ("SLURM_JOB_ID", "SLURM_CLUSTER_NAME", "SLURMD_NODENAME", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
+        monkeypatch.delenv(var, raising=False)
+    assert envinfo.software()["slurm"] is None  # not in a SLURM job
+    monkeypatch.setenv("SLURM_JOB_ID", "17")
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", "gpuhost")
+    monkeypatch.setenv("SLURM_JOB_GPUS", "0")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    rec = envinfo.software()["slurm"]
+    assert rec["job_id"] == "17" and rec["cluster"] == "gpuhost" and rec["gpus"] == "0"
+    assert rec["cuda_visible_devices"] == "0" and rec["node"] is None
+
+
 def test_a_run_holds_one_gpu_model():
     """Rows measured on another model than the environment record's (a cluster job on other nodes)
     stop the aggregation with one line naming them; host rows (no device) and the same model pass."""

@@ -61,6 +61,7 @@ def software() -> dict:
         "packages": {d: _version(d) for d in
                      ("pycuda", "nvmath-python", "numpy", "pandas", "seaborn", "matplotlib", "snakemake")},
         "container": container(),
+        "slurm": slurm(),
     }
 
 
@@ -73,6 +74,19 @@ def container() -> dict | None:
     if not base:
         return None
     return {"image": os.environ.get("SGEMM_LAB_CONTAINER_IMAGE"), "base": base}
+
+
+def slurm() -> dict | None:
+    """The SLURM job this step runs in (None outside one): its id, cluster, node and the GPUs SLURM gave
+    it. Each step's own job is named here for the environment step; a run through SLURM keeps every job
+    in ``reports/<run>/slurm_jobs.csv`` (tools/slurm_gpu_host.sh)."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return None
+    return {"job_id": job, "cluster": os.environ.get("SLURM_CLUSTER_NAME"),
+            "node": os.environ.get("SLURMD_NODENAME"),
+            "gpus": os.environ.get("SLURM_STEP_GPUS") or os.environ.get("SLURM_JOB_GPUS"),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
 def capture() -> dict:
