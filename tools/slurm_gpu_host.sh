@@ -6,7 +6,8 @@
 #   bash tools/slurm_gpu_host.sh fetch [DIR]        # on a Debian 12 machine with apt and pip: the .debs and
 #                                                   # the executor's wheels into DIR (default .slurm)
 #   bash tools/slurm_gpu_host.sh up [DIR]           # on the GPU host, as root: unpack, configure, start
-#   bash tools/slurm_gpu_host.sh run RUN [ARGS...]  # the pipeline through SLURM into reports/RUN (needs up)
+#   bash tools/slurm_gpu_host.sh run RUN [ARGS...]  # the pipeline through SLURM into reports/RUN (needs up);
+#                                                   # CONFIG="seed=1" adds config items
 #   bash tools/slurm_gpu_host.sh down               # stop the daemons
 #
 # What this host needs and what it does without (found on a host with no systemd and no cgroup
@@ -150,7 +151,8 @@ run() {
   local rc=0 start
   start=$(date +%s)
   # the target and --config before the flags that take several values; squeue for status (no accounting)
-  "$PY" -m snakemake --workflow-profile workflow/profiles/slurm --config run="$run" \
+  # shellcheck disable=SC2086  # CONFIG: further config items, e.g. CONFIG="seed=1" (one --config flag only)
+  "$PY" -m snakemake --workflow-profile workflow/profiles/slurm --config run="$run" ${CONFIG:-} \
     --slurm-no-account --slurm-status-command squeue --slurm-init-seconds-before-status-checks 5 \
     --slurm-keep-successful-logs --default-resources slurm_partition=main runtime=60 mem_mb=16000 cpus_per_task=4 \
     "$@" || rc=$?
