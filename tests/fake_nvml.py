@@ -1,8 +1,8 @@
 """A stand-in for the driver's libnvidia-ml, called through ctypes exactly as the pipeline calls the real
 one, answering from Python data: GPUs, the processes on them, per-process utilisation samples.
 
-Install it with ``install(monkeypatch, fake)`` (or ``devices._open_library = lambda: fake`` in a child
-process): ``devices.nvml()`` then returns it. Symbols a driver would not export raise AttributeError,
+Install it with ``install(monkeypatch, fake)`` (or ``discovery._open_library = lambda: fake`` in a child
+process): ``discovery.nvml()`` then returns it. Symbols a driver would not export raise AttributeError,
 as a ctypes.CDLL does; process lists check that the caller's entries have the size of their version's
 struct, so that a wrong layout fails here instead of on a GPU.
 """

@@ -52,7 +52,7 @@ def _frozen(d: Mapping) -> Mapping:
 @dataclass(frozen=True, kw_only=True)
 class DispatchRule:
     """How a dispatch stage chooses a candidate on any shape: ``cost`` (an integer expression, see
-    ``sgemm_lab.dispatch.choice.rule_names`` for its names) is evaluated for each candidate, with ``step[i]``
+    ``sgemm_lab.config.geometry.plan_names`` for its names) is evaluated for each candidate, with ``step[i]``
     as candidate i's ``STEP``, and the cheapest candidate runs."""
 
     cost: str
@@ -81,10 +81,10 @@ class KernelSpec:
     sweep: tuple[Mapping[str, tuple[int, ...]], ...] = ()  # grids; the sweep is the union of their products
     sweep_axes: tuple[str, ...] = ()
     tune_from: tuple[str, ...] = ()
-    dispatch_from: str = ""  # a per-shape dispatch stage: its base stage (see sgemm_lab.dispatch)
+    dispatch_from: str = ""  # a per-shape dispatch stage: its base stage (see sgemm_lab.dispatch.choice)
     candidates: tuple[Mapping[str, int], ...] = ()  # ... and the parameter overrides it chooses among
     rule: DispatchRule | None = None  # ... by this model; without one, by its measured table
-    precision: str = "fp32"  # fp32, tf32 or 3xtf32: the class of its tolerance (verify.tolerance_for)
+    precision: str = "fp32"  # fp32, tf32 or 3xtf32: the class of its tolerance (measure.verify.tolerance_for)
     signature: str = "gemm"
     micro_tile: tuple[str, str] = ("TM", "TN")
     max_dim: int | None = None  # shapes with a larger dimension are skipped (host stages: cpu.max_dim)

@@ -1,5 +1,5 @@
 """Launching a stage's build: one module, or for a dispatch stage one module per candidate that its
-table uses, with the table choosing per shape (``sgemm_lab.dispatch``)."""
+table uses, with the table choosing per shape (``sgemm_lab.dispatch.choice``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The two steps of a per-shape dispatch stage (``sgemm_lab.dispatch``): the shape sweep, which
+"""The two steps of a per-shape dispatch stage (``sgemm_lab.dispatch.choice``): the shape sweep, which
 verifies and times every candidate on every shape the stage is timed on, and the build, which turns
 those rows into the dispatch table and compiles the candidates that the table uses into one bundle."""
 

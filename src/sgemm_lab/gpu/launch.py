@@ -177,7 +177,7 @@ class CublasLauncher:
 
 
 def library_launcher(impl: str, stream) -> CublasLauncher:
-    """The launcher of a GPU library baseline (config.GPU_BASELINES)."""
+    """The launcher of a GPU library baseline (config.records.GPU_BASELINES)."""
     from ..config.records import GPU_BASELINES
 
     if impl not in GPU_BASELINES:
