@@ -11,12 +11,12 @@
 #   bash tools/slurm_gpu_host.sh down               # stop the daemons
 #
 # What this host needs and what it does without (found on a host with no systemd and no cgroup
-# delegation): ProctrackType=proctrack/linuxproc, TaskPlugin=task/none, no accounting (squeue answers the
-# executor's status queries; sacct would need slurmdbd). slurmd starts job steps through the path compiled
-# into it, /usr/sbin/slurmstepd: `up` links the unpacked one there if that path is free (the one change
-# outside the unpack folder, beside a link /etc/slurm/slurm.conf, see `up`). Everything else (state, spool, logs, munge's key and socket) lives under
-# SLURM_ROOT (default /tmp/slurm-gpu-host). `up` prints `sinfo` with the node's GRES and a test job's
-# CUDA_VISIBLE_DEVICES.
+# delegation): ProctrackType=proctrack/linuxproc, TaskPlugin=task/none, the first cgroup plugin slurmd
+# starts with, no accounting (squeue answers the executor's status queries; sacct would need slurmdbd).
+# Two links outside the unpack folder, made by `up` only where nothing is there: /usr/sbin/slurmstepd
+# (slurmd starts job steps through that compiled-in path) and /etc/slurm/slurm.conf (see `up`).
+# Everything else (state, spool, logs, munge's key and socket) lives under SLURM_ROOT (default
+# /tmp/slurm-gpu-host). `up` prints `sinfo` with the node's GRES and a test job's CUDA_VISIBLE_DEVICES.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SR=${SLURM_ROOT:-/tmp/slurm-gpu-host}
@@ -73,7 +73,7 @@ up() {
   host=$(hostname -s)
   for dev in /dev/nvidia[0-9]*; do [ -e "$dev" ] && gpus+=("$dev"); done
   [ ${#gpus[@]} -gt 0 ] || die "no /dev/nvidiaN on this host: no GPU to declare"
-  rm -rf "$SR/state" "$SR/spool" "$SR/log" "$SR/run" "$SR/etc"
+  rm -rf "${SR:?}/state" "${SR:?}/spool" "${SR:?}/log" "${SR:?}/run" "${SR:?}/etc"
   mkdir -p "$SR/state" "$SR/spool" "$SR/log" "$SR/run" "$SR/etc"
   # slurmd refuses a node whose RealMemory exceeds what it measures: take 90% of its own figure
   mem=$(slurmd -C | tr ' ' '\n' | sed -n 's/^RealMemory=//p')
