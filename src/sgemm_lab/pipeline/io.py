@@ -36,11 +36,11 @@ def _temp_beside(path: Path) -> tuple[int, str]:
     return fd, tmp
 
 
-def _atomic_write(path: Path, write) -> None:
+def _atomic_write(path: Path, write, *, binary: bool = False) -> None:
     path = Path(path)
     fd, tmp = _temp_beside(path)
     try:
-        with os.fdopen(fd, "w", newline="") as fh:
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", newline="")) as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
@@ -242,14 +242,4 @@ def write_csv(path: Path, frame: "pd.DataFrame | list[dict]", columns: list[str]
 
 
 def write_bytes(path: Path, data: bytes) -> None:
-    path = Path(path)
-    fd, tmp = _temp_beside(path)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    _atomic_write(path, lambda fh: fh.write(data), binary=True)
