@@ -4,15 +4,18 @@
 # (per rule, from reports/RUN/steps.csv).
 #   bash tools/cold_run.sh serial --cores 1        # = snakemake --cores 1 --config run=serial
 #   bash tools/cold_run.sh h100 --cores 1          # the reference run
+#   CONFIG="seed=1" bash tools/cold_run.sh local-seed1 --cores 1   # more config items (one --config only:
+#                                                  # a second one would replace the first)
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 run=$1
 shift
 PY=${PY:-python3}
 rm -rf "results/$run" "reports/$run" "${XDG_CACHE_HOME:-$HOME/.cache}/pycuda"
 start=$(date +%s%N)
-"$PY" -m snakemake "$@" --config run="$run"
+# shellcheck disable=SC2086  # CONFIG is a list of key=value words
+"$PY" -m snakemake "$@" --config run="$run" ${CONFIG:-}
 rc=$?
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
 "$PY" tools/step_times.py "reports/$run/steps.csv"
-echo "snakemake $* --config run=$run: exit $rc, wall $((ms / 1000)).$((ms % 1000 / 100)) s from a cold compile cache"
+echo "snakemake $* --config run=$run${CONFIG:+ $CONFIG}: exit $rc, wall $((ms / 1000)).$((ms % 1000 / 100)) s from a cold compile cache"

@@ -2,8 +2,9 @@
 # A reference run on the GPU host, detached so that it outlives the command that started it (a host
 # that limits one command's time): `start` runs `tools/cold_run.sh RUN --cores 1` in a session of its
 # own, in a copy of the checkout under /tmp; `wait SECONDS` waits for it that long at most and, once it
-# has ended, puts reports/RUN (packed by the run the moment it ended) and its console log into $OUT (or
-# /tmp/RUN-out). Call `wait` again while it prints "still running".
+# has ended, puts reports/RUN and the steps' logs (packed by the run the moment it ended) and its console
+# log into $OUT (or /tmp/RUN-out). Call `wait` again while it prints "still running". CONFIG="k=v ..."
+# passes config items on (see tools/cold_run.sh).
 #   PIP_NO_INDEX=1 PIP_FIND_LINKS=$PWD/.whl bash tools/reference_run.sh h100 start
 #   bash tools/reference_run.sh h100 wait 540
 set -uo pipefail
@@ -23,8 +24,8 @@ if [ "$action" = start ]; then
   work="/tmp/reference-$run.tree"
   rm -rf "$work" && mkdir -p "$work"
   tar --exclude=./.venv --exclude=./.whl --exclude=./results --exclude=./.snakemake -cf - . | tar -xf - -C "$work"
-  PY=$PY setsid nohup bash -c "cd '$work' && bash tools/cold_run.sh '$run' --cores 1 > '$log' 2>&1; rc=\$?; \
-    tar czf '$log.tar.gz' -C '$work' 'reports/$run'; echo \$rc > '$log.rc'" > /dev/null 2>&1 < /dev/null &
+  PY=$PY CONFIG=${CONFIG:-} setsid nohup bash -c "cd '$work' && bash tools/cold_run.sh '$run' --cores 1 > '$log' 2>&1; rc=\$?; \
+    tar czf '$log.tar.gz' -C '$work' 'reports/$run' 'results/$run/logs'; echo \$rc > '$log.rc'" > /dev/null 2>&1 < /dev/null &
   echo "started: tools/cold_run.sh $run --cores 1 (log $log)"
   action="wait"
 fi

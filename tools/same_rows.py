@@ -1,6 +1,6 @@
 """Whether two runs wrote the same result rows, timings aside: for a refactor that must not change
 behaviour (same config and seed, e.g. `--config seed=1`). Compares check.csv, bench.csv and build.csv of
-reports/<run> for each run, dropping the columns that measure time or name the commit.
+reports/<run> for each run, dropping the columns that measure time or name the commit or the card.
 
     python tools/same_rows.py test-before test-after
 """
@@ -12,7 +12,8 @@ import pandas as pd
 
 VOLATILE = {"median_ms", "min_ms", "q1_ms", "q3_ms", "iqr_ms", "max_ms", "reps", "tflops", "pct_cublas", "warmup_s",
             "warmup_launches", "sm_clock_before_mhz", "sm_clock_after_mhz", "compile_s", "tuned_tflops", "git_commit", "date",
-            "source", "options", "compile_options"}  # (paths and flags name the checkout's directory)
+            "source", "options", "compile_options",  # (paths and flags name the checkout's directory)
+            "device_uuid"}  # (which card of one model ran it: two runs of one commit may land on two)
 
 
 def table(run: str, name: str) -> pd.DataFrame:
