@@ -295,3 +295,24 @@ def test_uniform_inputs_are_unchanged_for_a_seed():
     x[x == 0] = 0.5
     p = verify.make_problem(Shape(m=5, n=4, k=3), alpha=1.0, beta=1.0, seed=11)
     assert np.array_equal(p.a, x)
+
+
+@pytest.mark.parametrize("kind", ["normal", "loguniform"])
+def test_block_drawn_inputs_do_not_depend_on_the_thread_count(kind, monkeypatch):
+    """Normal and log-uniform inputs are drawn in blocks by a thread pool: the same seed gives the same
+    values with one thread or several, and the blocks are not copies of each other."""
+    from sgemm_lab.config.records import Distribution
+
+    d = Distribution(name=kind, kind=kind)
+    shape = Shape(m=3, n=5, k=verify.BLOCK // 2 + 7)  # A spans two blocks and a part of a third
+
+    def drawn(threads):
+        monkeypatch.setattr(verify, "_threads", lambda: threads)
+        return verify.make_problem(shape, alpha=1.0, beta=1.0, seed=9, dist=d)
+
+    one, many = drawn(1), drawn(4)
+    for x, y in zip((one.a, one.b, one.c), (many.a, many.b, many.c)):
+        assert x.dtype == np.float32 and np.array_equal(x, y)
+    flat = one.a.reshape(-1)
+    assert not np.array_equal(flat[:1000], flat[verify.BLOCK:verify.BLOCK + 1000])
+    assert not np.array_equal(one.a, verify.make_problem(shape, alpha=1.0, beta=1.0, seed=10, dist=d).a)

@@ -10,6 +10,8 @@ implementation (`snakemake --cores 1 results/<run>/build/<kernel>.json --config 
 recorded row and the replayed one side by side. --inputs-only needs no GPU: it draws the inputs again
 and prints their checksums and the float64 reference's norm, which is how a seed is shown to replay.
 The distributions are read from the configuration (config/config.yaml and any --configfile overlays).
+Normal and log-uniform inputs are drawn in blocks (sgemm_lab.measure.verify.BLOCK) since that draw
+came in; rows of older runs of those two distributions replay with the tree of their `git_commit`.
 """
 
 from __future__ import annotations
