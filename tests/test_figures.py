@@ -104,10 +104,18 @@ def test_roofline_draws_the_tensor_roof_where_it_was_measured_legend_outside():
                                 shape=shape)
     ax = fig.axes[0]
     roofs = {ln.get_linestyle(): max(ln.get_ydata()) for ln in ax.get_lines() if ln.get_linestyle() != "None"}
-    assert roofs == {"-": 59.8, "--": 480.0}
+    assert roofs == {"-": 59.8, "--": 480.0, ":": 160.0}  # FMA, TF32 tensor, and its third for 3xTF32
     assert "TF32 roof" in ax.get_title()
     fig.canvas.draw()
     legend = ax.get_legend().get_window_extent()
-    assert legend.x0 >= ax.get_window_extent().x1  # outside the data
+    assert not _overlap(legend, ax.get_window_extent())  # outside the data
     assert any("TF32 tensor cores" in t.get_text() for t in ax.get_legend().get_texts())
+    legend_entries = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert len(legend_entries) <= 6  # the roofs and the precision classes, not one entry a stage
+    renderer = fig.canvas.get_renderer()
+    labels = [Text.get_window_extent(t, renderer) for t in ax.texts]
+    assert len(labels) >= 10 and not any(_overlap(a, b) for i, a in enumerate(labels) for b in labels[i + 1:])
+    share = fig.axes[1]  # each stage's share of its roof: one bar a stage, none past the roof's 100%
+    widths = [b.get_width() for b in share.patches]
+    assert len(widths) == len(ax.texts) and all(0 < w <= 100 for w in widths)
     assert isinstance(profile_plots.roofline_figure(bench, ncu, {}, order=list(cfg.implementations), shape=shape), str)

@@ -203,9 +203,10 @@ def accuracy_figure(bench: pd.DataFrame, checks: pd.DataFrame, *, order: list[st
     return fig
 
 
-def _place_labels(fig, ax, data: pd.DataFrame, pad_px: float = 2.0) -> None:
-    """Labels beside their points (left of those near the right edge), each moved up past any label
-    already placed that it would cover (lowest point first), with a leader line where one had to move."""
+def _place_labels(fig, ax, data: pd.DataFrame, pad_px: float = 2.0, *, x: str = "rel_err", y: str = "tflops") -> None:
+    """Labels (column ``kernel``) beside their points at columns ``x``, ``y`` (left of those near the right
+    edge), each moved up past any label already placed that it would cover (lowest point first), with a
+    leader line where one had to move."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     frame = ax.get_window_extent(renderer)
@@ -215,14 +216,15 @@ def _place_labels(fig, ax, data: pd.DataFrame, pad_px: float = 2.0) -> None:
     def covers(box) -> bool:
         return any(box.x0 < b.x1 and b.x0 < box.x1 and box.y0 < b.y1 and b.y0 < box.y1 for b in placed)
 
-    pts = sorted(data.itertuples(), key=lambda r: (ax.transData.transform((r.rel_err, r.tflops))[1], r.kernel))
-    for r in pts:
-        x, _ = ax.transData.transform((r.rel_err, r.tflops))
-        dx, ha = (-5, "right") if x > frame.x0 + 0.75 * frame.width else (5, "left")
+    pts = sorted(((r.kernel, (getattr(r, x), getattr(r, y))) for r in data.itertuples()),
+                 key=lambda p: (ax.transData.transform(p[1])[1], p[0]))
+    for kernel, at in pts:
+        px, _ = ax.transData.transform(at)
+        dx, ha = (-5, "right") if px > frame.x0 + 0.75 * frame.width else (5, "left")
         shift = 0.0
         while True:
             moved = dict(arrowprops=dict(arrowstyle="-", color="0.6", linewidth=0.6, shrinkA=0, shrinkB=3)) if shift else {}
-            text = ax.annotate(r.kernel, (r.rel_err, r.tflops), textcoords="offset points",
+            text = ax.annotate(kernel, at, textcoords="offset points",
                                xytext=(dx, 3 + shift * to_points), fontsize=7, ha=ha, **moved)
             box = _text_box(text, renderer)
             if not covers(box):

@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from .plots import _at_shape, _save, _save_or_say, placeholder  # noqa: E402
+from .plots import _at_shape, _place_labels, _save, _save_or_say, placeholder  # noqa: E402
 
 
 def _metric_table(ncu: pd.DataFrame, shape) -> pd.DataFrame:
@@ -23,18 +23,22 @@ def _metric_table(ncu: pd.DataFrame, shape) -> pd.DataFrame:
     return ok.pivot_table(index="kernel", columns="metric", values="value", aggfunc="first")
 
 
-def roofline(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, out: Path, *, order: list[str], shape) -> None:
+def roofline(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, out: Path, *, order: list[str], shape,
+             precision: dict[str, str] | None = None) -> None:
     """Measured TFLOP/s against FLOPs per DRAM byte (ncu), under the measured FMA and DRAM ceilings and,
-    where the ceilings step measured one, the TF32 tensor-core ceiling."""
-    fig = roofline_figure(bench, ncu, ceilings, order=order, shape=shape)
+    where the ceilings step measured one, the TF32 tensor-core ceiling; points coloured by precision class
+    and labelled with their stage."""
+    fig = roofline_figure(bench, ncu, ceilings, order=order, shape=shape, precision=precision)
     if isinstance(fig, str):  # nothing to draw: a picture saying why
         placeholder(out, fig)
     else:
         _save(fig, out)
 
 
-def roofline_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, order: list[str], shape):
-    """The figure of :func:`roofline`, or a string saying why there is none."""
+def roofline_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, order: list[str], shape,
+                    precision: dict[str, str] | None = None):
+    """The figure of :func:`roofline`, or a string saying why there is none. ``precision``: stage ->
+    precision class (fp32, tf32, 3xtf32; a stage not in it counts as fp32)."""
     table = _metric_table(ncu, shape)
     ok = _at_shape(bench[bench.status == "ok"], shape).set_index("kernel")
     if table.empty or "dram_bytes_read" not in table:
@@ -47,30 +51,60 @@ def roofline_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, o
     for impl in order:
         if impl in table.index and impl in ok.index:
             dram = table.loc[impl, "dram_bytes_read"] + table.loc[impl].get("dram_bytes_write", 0.0)
-            pts.append(dict(kernel=impl, intensity=flops / dram, tflops=ok.loc[impl, "tflops"]))
-    pts = pd.DataFrame(pts)
+            pts.append(dict(kernel=impl, intensity=flops / dram, tflops=ok.loc[impl, "tflops"],
+                            precision=(precision or {}).get(impl, "fp32")))
+    pts = pd.DataFrame(pts, columns=["kernel", "intensity", "tflops", "precision"])
     peak, bw = ceilings["fp32_tflops"], ceilings["dram_gbps"] / 1e3  # TB/s
+    tensor = ceilings.get("tf32_tflops")
+    # the roof a stage is held to: FMA for fp32; where a tensor roof was measured, that roof for tf32 and a
+    # third of it for 3xtf32 (three tensor-core products for each multiply-add it delivers)
+    roof_of = {"fp32": peak, "tf32": tensor or peak, "3xtf32": tensor / 3 if tensor else peak}
+    pts["label"] = _short_labels(list(pts.kernel))
+    pts["of_roof"] = [t / min(roof_of[c], i * bw) for t, c, i in zip(pts.tflops, pts.precision, pts.intensity)]
+    classes = [c for c in ("fp32", "tf32", "3xtf32") if c in set(pts.precision)]
+    colours = dict(zip(("fp32", "tf32", "3xtf32"), sns.color_palette("deep", 3)))
     sns.set_theme(style="whitegrid", context="notebook")
-    fig, ax = plt.subplots(figsize=(9, 6))
+    fig, (ax, bars) = plt.subplots(1, 2, figsize=(15, 6.5), width_ratios=[1.35, 1])
     lo = min(0.05, pts.intensity.min() / 2) if len(pts) else 0.05
     hi = max(5000.0, pts.intensity.max() * 2) if len(pts) else 5000.0
     xs = np.logspace(np.log10(lo), np.log10(hi), 200)
     ax.plot(xs, np.minimum(peak, xs * bw), color="black", linewidth=2, label=f"measured roof: {peak:.1f} TFLOP/s FMA, {bw:.2f} TB/s DRAM")
-    tensor = ceilings.get("tf32_tflops")
     if tensor:  # the tensor-core stages' own roof (Hopper's wgmma, measured by the ceilings step)
         ax.plot(xs, np.minimum(tensor, xs * bw), color="black", linewidth=1.5, linestyle="--",
                 label=f"measured roof: {tensor:.0f} TFLOP/s TF32 tensor cores (wgmma)")
-    sns.scatterplot(data=pts, x="intensity", y="tflops", hue="kernel", hue_order=list(pts.kernel), style="kernel",
-                    s=90, ax=ax, palette="viridis")
+        ax.plot(xs, np.minimum(tensor / 3, xs * bw), color="black", linewidth=1, linestyle=":",
+                label=f"its third, {tensor / 3:.0f} TFLOP/s: the 3xTF32 roof (three products a multiply-add)")
+    # one colour a precision class (a legend of three entries, not thirty); each stage named by its number
+    sns.scatterplot(data=pts, x="intensity", y="tflops", hue="precision", hue_order=classes, style="precision",
+                    style_order=classes, palette=colours, s=60, ax=ax)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_ylim(top=(tensor or peak) * 3)  # room for the labels above the roof
     ax.set_xlabel("arithmetic intensity: 2·M·N·K / DRAM bytes (ncu)")
     ax.set_ylabel("TFLOP/s (median, bench)")
     ax.set_title(f"Roofline at {m}x{n}x{k}: CUDA-core stages under the FMA roof, tensor-core stages under the "
-                 "TF32 roof" if tensor else f"Roofline at {m}x{n}x{k} (FMA roof only: no tensor roof measured on "
-                 "this GPU; tensor-core stages run above it)", fontsize=11)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # outside the data
+                 "TF32 roof\n(3xTF32 under its third)" if tensor else f"Roofline at {m}x{n}x{k} (FMA roof only: no tensor roof measured on "
+                 "this GPU; tensor-core stages run above it)", fontsize=10)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)  # outside the data
+    if len(pts):
+        _place_labels(fig, ax, pts.assign(kernel=pts.label), x="intensity", y="tflops")
+    # each stage's share of the roof that applies to it: the reading a crowded corner of the roofline hides
+    order_bars = pts.iloc[::-1]
+    bars.barh(order_bars.kernel, 100 * order_bars.of_roof, color=[colours[c] for c in order_bars.precision])
+    for y, (v, t) in enumerate(zip(order_bars.of_roof, order_bars.tflops)):
+        bars.text(100 * v + 1, y, f"{100 * v:.0f}% ({t:.0f} TFLOP/s)", va="center", fontsize=7)
+    bars.set_xlim(0, 125)
+    bars.set_xlabel("% of its roof (fp32: FMA; tf32: TF32 tensor; 3xtf32: a third of it; DRAM where lower)")
+    bars.set_title("Share of the roof", fontsize=10)
+    bars.tick_params(axis="y", labelsize=8)
     return fig
+
+
+def _short_labels(impls: list[str]) -> list[str]:
+    """Each stage by its number ("17_wgmma_tf32" -> "17") where no other stage shares it; a library
+    baseline, or a stage whose number another shares, by its name."""
+    heads = [i.split("_", 1)[0] for i in impls]
+    return [h if h.isdigit() and heads.count(h) == 1 else i for h, i in zip(heads, impls)]
 
 
 STALL_ORDER = ["long_scoreboard", "short_scoreboard", "mio_throttle", "barrier", "math_pipe_throttle", "not_selected",
