@@ -38,9 +38,6 @@ constexpr int A_VECS = BM * BK / 4, B_VECS = BK * BN / 4;
 constexpr int A_PASSES = (A_VECS + THREADS - 1) / THREADS;
 constexpr int B_PASSES = (B_VECS + THREADS - 1) / THREADS;
 
-__device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
-__device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
-
 extern "C" __global__ void __launch_bounds__(THREADS)
 sgemm_vectorized(int M, int N, int K, float alpha, const float* __restrict__ A,
                  const float* __restrict__ B, float beta, float* __restrict__ C) {

@@ -63,18 +63,6 @@ constexpr int B_PASSES = (B_TILE + THREADS - 1) / THREADS;
 // reads are broadcasts either way.
 constexpr int ROW_STEP = (BM / THR_M) * 4, COL_STEP = (BN / THR_N) * 4;
 
-__device__ __forceinline__ float4 lds4(const float* p) { return *reinterpret_cast<const float4*>(p); }
-
-__device__ __forceinline__ float activate(float x) {
-#if ACT == 1
-    return x < 0.0f ? 0.0f : x;  // written so that a NaN passes through, as np.maximum(x, 0) does
-#elif ACT == 2
-    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-#else
-    return x;
-#endif
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS)
 sgemm_fused_epilogue(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
                      const float* __restrict__ B, int ldb, float beta, const float* C, int ldc,
@@ -144,12 +132,12 @@ sgemm_fused_epilogue(int M, int N, int K, float alpha, const float* __restrict__
         for (int k = 0; k < BK; ++k) {
 #pragma unroll
             for (int g = 0; g < THR_M / 4; ++g) {
-                const float4 a = lds4(&As[cur][k][g * ROW_STEP + threadRow * 4]);
+                const float4 a = load4(&As[cur][k][g * ROW_STEP + threadRow * 4]);
                 regM[4 * g] = a.x, regM[4 * g + 1] = a.y, regM[4 * g + 2] = a.z, regM[4 * g + 3] = a.w;
             }
 #pragma unroll
             for (int h = 0; h < THR_N / 4; ++h) {
-                const float4 b = lds4(&Bs[cur][k][h * COL_STEP + threadCol * 4]);
+                const float4 b = load4(&Bs[cur][k][h * COL_STEP + threadCol * 4]);
                 regN[4 * h] = b.x, regN[4 * h + 1] = b.y, regN[4 * h + 2] = b.z, regN[4 * h + 3] = b.w;
             }
 #pragma unroll
@@ -201,7 +189,7 @@ sgemm_fused_epilogue(int M, int N, int K, float alpha, const float* __restrict__
         for (int n = 0; n < THR_N; ++n) {
             const int col = col0 + (n / 4) * COL_STEP + n % 4;
             if (row < M && col < N)
-                D[(size_t)row * ldd + col] = activate(acc[m][n] + biasReg[n]);
+                D[(size_t)row * ldd + col] = activate<ACT>(acc[m][n] + biasReg[n]);
         }
     }
 }

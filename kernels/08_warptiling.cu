@@ -82,15 +82,6 @@ static_assert(BM % A_ROWS_PER_PASS == 0, "BM must be a multiple of THREADS/2 (ro
 static_assert((4 * THREADS) % BN == 0, "THREADS float4 must cover whole rows of the B tile");
 static_assert(SMEM_BYTES <= 48 * 1024, "static shared memory is limited to 48 KB");
 
-// Float4 version of epilogue() from common.cuh: C is read only when beta != 0 (uniform branch).
-__device__ __forceinline__ float4 epilogue4(float alpha, float4 acc, float beta, const float* c) {
-    if (beta == 0.0f)
-        return make_float4(alpha * acc.x, alpha * acc.y, alpha * acc.z, alpha * acc.w);
-    const float4 old = *reinterpret_cast<const float4*>(c);
-    return make_float4(alpha * acc.x + beta * old.x, alpha * acc.y + beta * old.y,
-                       alpha * acc.z + beta * old.z, alpha * acc.w + beta * old.w);
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS, MINBLOCKS)
 sgemm_warptiling(int M, int N, int K, float alpha, const float* __restrict__ A,
                  const float* __restrict__ B, float beta, float* __restrict__ C) {

@@ -93,31 +93,6 @@ static_assert(BM % A_ROWS_PER_PASS == 0, "BM must be a multiple of THREADS/8 (ro
 static_assert((4 * THREADS) % BN == 0, "THREADS 16-byte copies must cover whole rows of the B tile");
 static_assert(SMEM_BYTES <= 227 * 1024, "a block can have at most 227 KB of shared memory");
 
-// cp.async: the copy runs in the background; commit_group closes the copies issued so far into a
-// group, and wait_group<N> blocks until at most N of this thread's groups are still in flight.
-// .cg (16 bytes) bypasses L1; .ca is the only form allowing 4 bytes. The L2::128B hint lets L2
-// fetch whole 128-byte lines: a row of the A tile is only 32 bytes, the next K-steps read the rest.
-__device__ __forceinline__ void cp_async_16(unsigned smemAddr, const float* src) {
-    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(smemAddr),
-                 "l"(__cvta_generic_to_global(src)) : "memory");
-}
-__device__ __forceinline__ void cp_async_4(unsigned smemAddr, const float* src) {
-    asm volatile("cp.async.ca.shared.global.L2::128B [%0], [%1], 4;\n" ::"r"(smemAddr),
-                 "l"(__cvta_generic_to_global(src)) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-
-// Float4 version of epilogue() from common.cuh: C is read only when beta != 0 (uniform branch).
-__device__ __forceinline__ float4 epilogue4(float alpha, float4 acc, float beta, const float* c) {
-    if (beta == 0.0f)
-        return make_float4(alpha * acc.x, alpha * acc.y, alpha * acc.z, alpha * acc.w);
-    const float4 old = *reinterpret_cast<const float4*>(c);
-    return make_float4(alpha * acc.x + beta * old.x, alpha * acc.y + beta * old.y,
-                       alpha * acc.z + beta * old.z, alpha * acc.w + beta * old.w);
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS, MINBLOCKS)
 sgemm_async_pipeline(int M, int N, int K, float alpha, const float* __restrict__ A,
                      const float* __restrict__ B, float beta, float* __restrict__ C) {
@@ -144,8 +119,8 @@ sgemm_async_pipeline(int M, int N, int K, float alpha, const float* __restrict__
     const float* aG = A + (size_t)(blockIdx.y * BM + aRow) * K + aCol;
     const float* bG = B + (size_t)bRow * N + (size_t)blockIdx.x * BN + bCol;
     // Shared-state-space byte addresses of this thread's copy targets in stage 0.
-    const unsigned aS = static_cast<unsigned>(__cvta_generic_to_shared(As + aCol * AS_LD + aRow));
-    const unsigned bS = static_cast<unsigned>(__cvta_generic_to_shared(Bs + bRow * BN + bCol));
+    const unsigned aS = smem_u32(As + aCol * AS_LD + aRow);
+    const unsigned bS = smem_u32(Bs + bRow * BN + bCol);
 
     // Issue the copies of K-tile `tile` into ring slot `stage` (no commit).
     auto loadTile = [&](int stage, int tile) {
@@ -154,12 +129,12 @@ sgemm_async_pipeline(int M, int N, int K, float alpha, const float* __restrict__
 #pragma unroll
         for (int i = 0; i < A_COPIES; ++i) {
             const int row = (i % A_PASSES_PER_CHUNK) * A_ROWS_PER_PASS, col = (i / A_PASSES_PER_CHUNK) * 8;
-            cp_async_4(aS + 4 * (stage * A_STAGE + col * AS_LD + row), a + (size_t)row * K + col);
+            cp_async_4_l2_128b(aS + 4 * (stage * A_STAGE + col * AS_LD + row), a + (size_t)row * K + col);
         }
 #pragma unroll
         for (int i = 0; i < B_COPIES; ++i)
-            cp_async_16(bS + 4 * (stage * B_STAGE + i * B_ROWS_PER_PASS * BN),
-                        b + (size_t)(i * B_ROWS_PER_PASS) * N);
+            cp_async_16_l2_128b(bS + 4 * (stage * B_STAGE + i * B_ROWS_PER_PASS * BN),
+                                b + (size_t)(i * B_ROWS_PER_PASS) * N);
     };
 
     // This thread's fragment origins inside a stage; step (wm, wn) adds wm*WSUBM / wn*WSUBN.

@@ -106,18 +106,6 @@ __device__ float4 splitPartials[SPLIT_SLOTS * QUADS * THREADS];
 __device__ unsigned int splitArrivals[SPLIT_SLOTS];
 #endif
 
-__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<size_t>(p) & 15) == 0; }
-
-// Four consecutive floats of a row: one 16-byte load, or four 4-byte loads when the row is not
-// 16-byte aligned (VEC false). p[0..3] must lie inside the matrix.
-template <bool VEC>
-__device__ __forceinline__ float4 ld4(const float* p) {
-    if constexpr (VEC)
-        return __ldg(reinterpret_cast<const float4*>(p));
-    else
-        return make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
-}
-
 // The whole block: main loop, partial K-tile, epilogue (and split-K reduction). VEC: A and B are
 // read with 16-byte loads (K and N multiples of 4, base pointers 16-byte aligned).
 template <bool VEC>

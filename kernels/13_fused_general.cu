@@ -101,29 +101,6 @@ __device__ float4 splitPartials[SPLIT_SLOTS * QUADS * THREADS];
 __device__ unsigned int splitArrivals[SPLIT_SLOTS];
 #endif
 
-__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<size_t>(p) & 15) == 0; }
-
-__device__ __forceinline__ float activate(float x) {
-#if ACT == 1
-    return x < 0.0f ? 0.0f : x;  // a NaN passes through (fmaxf would turn it into 0 and hide it)
-#elif ACT == 2
-    // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the form the reference uses too
-    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-#else
-    return x;
-#endif
-}
-
-// Four consecutive floats of a row: one 16-byte load, or four 4-byte loads when the row is not
-// 16-byte aligned (VEC false). p[0..3] must lie inside the matrix.
-template <bool VEC>
-__device__ __forceinline__ float4 ld4(const float* p) {
-    if constexpr (VEC)
-        return __ldg(reinterpret_cast<const float4*>(p));
-    else
-        return make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
-}
-
 // The whole block: main loop, partial K-tile, epilogue (and split-K reduction). VEC: A and B are
 // read with 16-byte loads (lda, ldb and N multiples of 4, base pointers 16-byte aligned).
 template <bool VEC>
@@ -291,7 +268,7 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
             x += beta * *c;
         if (bias != nullptr)
             x += __ldg(bias + col);
-        return activate(x);
+        return activate<ACT>(x);
     };
     auto store = [&](int q, float4 v) {
         const int m = q / (FN / 4), n = 4 * (q % (FN / 4));
@@ -309,7 +286,8 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
                 x.z += __ldg(bias + c + 2);
                 x.w += __ldg(bias + c + 3);
             }
-            *reinterpret_cast<float4*>(pd) = make_float4(activate(x.x), activate(x.y), activate(x.z), activate(x.w));
+            *reinterpret_cast<float4*>(pd) =
+                make_float4(activate<ACT>(x.x), activate<ACT>(x.y), activate<ACT>(x.z), activate<ACT>(x.w));
         } else if (r < M) {
             if (c + 0 < N) pd[0] = finish(v.x, pc + 0, c + 0);
             if (c + 1 < N) pd[1] = finish(v.y, pc + 1, c + 1);

@@ -70,16 +70,6 @@ static_assert((BM * BK) % (4 * NTHREADS) == 0 && (BK * BN) % (4 * NTHREADS) == 0
 static_assert(STAGES >= 2, "the ring needs at least two slots");
 static_assert((A_STAGE * 4) % 32 == 0 && (B_STAGE * 4) % 32 == 0, "ring slots must keep fragments 32-byte aligned");
 
-// cp.async: the 16-byte copy runs in the background; commit_group closes this thread's copies so far
-// into a group, wait_group<N> blocks until at most N of its groups are still in flight.
-__device__ __forceinline__ void cp_async_16(float* dst, const float* src) {
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-
 extern "C" __global__ void __launch_bounds__(NTHREADS, MINBLOCKS)
 sgemm_wmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                 const float* __restrict__ B, float beta, float* __restrict__ C) {
@@ -106,10 +96,10 @@ sgemm_wmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
     auto issue = [&](int t, int s) {
 #pragma unroll
         for (int j = 0; j < BM / A_STEP; ++j)
-            cp_async_16(&As[s * A_STAGE + aS + j * A_STEP * AS_LD], aG + (size_t)j * A_STEP * K + t * BK);
+            cp_async_16(smem_u32(&As[s * A_STAGE + aS + j * A_STEP * AS_LD]), aG + (size_t)j * A_STEP * K + t * BK);
 #pragma unroll
         for (int j = 0; j < BK / B_STEP; ++j)
-            cp_async_16(&Bs[s * B_STAGE + bS + j * B_STEP * BS_LD], bG + ((size_t)t * BK + j * B_STEP) * N);
+            cp_async_16(smem_u32(&Bs[s * B_STAGE + bS + j * B_STEP * BS_LD]), bG + ((size_t)t * BK + j * B_STEP) * N);
     };
 
     wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[FRAG_M][FRAG_N];

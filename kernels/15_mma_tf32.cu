@@ -81,27 +81,6 @@ static_assert((BM * BK) % (4 * NTHREADS) == 0 && (BK * BN) % (4 * NTHREADS) == 0
 static_assert(NTHREADS % (BK / 4) == 0 && NTHREADS % (BN / 4) == 0, "a thread keeps its copy column");
 static_assert(STAGES >= 2, "the ring needs at least two slots");
 
-// cp.async (as in stage 14): 16-byte global -> shared copies in the background, in commit groups.
-__device__ __forceinline__ void cp_async_16(float* dst, const float* src) {
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-
-__device__ __forceinline__ unsigned to_tf32(float x) {
-    unsigned r;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-    return r;
-}
-
-// x = big + small, both TF32 (bit patterns for the mma): the 3xTF32 split.
-__device__ __forceinline__ void split(float x, unsigned& big, unsigned& small) {
-    big = to_tf32(x);
-    small = to_tf32(x - __uint_as_float(big));
-}
-
 // d += a * b for one 16 x 8 x 8 tile (TF32 inputs, FP32 accumulators).
 __device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
@@ -133,10 +112,10 @@ sgemm_mma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
     auto issue = [&](int kt, int s) {
 #pragma unroll
         for (int j = 0; j < BM / A_STEP; ++j)
-            cp_async_16(&As[s * A_STAGE + aS + j * A_STEP * AS_LD], aG + (size_t)j * A_STEP * K + kt * BK);
+            cp_async_16(smem_u32(&As[s * A_STAGE + aS + j * A_STEP * AS_LD]), aG + (size_t)j * A_STEP * K + kt * BK);
 #pragma unroll
         for (int j = 0; j < BK / B_STEP; ++j)
-            cp_async_16(&Bs[s * B_STAGE + bS + j * B_STEP * BS_LD], bG + ((size_t)kt * BK + j * B_STEP) * N);
+            cp_async_16(smem_u32(&Bs[s * B_STAGE + bS + j * B_STEP * BS_LD]), bG + ((size_t)kt * BK + j * B_STEP) * N);
     };
 
     float acc[TM][TN][4] = {};

@@ -42,6 +42,8 @@
 
 #include <cstdint>
 
+#include "common.cuh"
+
 #ifndef BM
 #define BM 256
 #endif
@@ -119,9 +121,6 @@ struct __align__(64) TensorMap { unsigned long long opaque[16]; };
 __device__ TensorMap tmap_a;
 __device__ TensorMap tmap_b;
 
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
 }
@@ -181,11 +180,6 @@ __device__ __forceinline__ unsigned long long wgmma_desc(unsigned addr) {
            | (1ull << 16)                                    // leading offset: unused with this swizzle
            | ((unsigned long long)(1024 >> 4) << 32)         // 1024 bytes between 8-line groups
            | (1ull << 62);                                   // layout: 128-byte swizzle
-}
-__device__ __forceinline__ unsigned to_tf32(float x) {
-    unsigned r;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-    return r;
 }
 __device__ __forceinline__ float tf32_rounded(float x) { return __uint_as_float(to_tf32(x)); }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -475,10 +469,8 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
 #pragma unroll
             for (int kk = 0; kk < BK / 8; ++kk)
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    a[kk][i] = to_tf32(x[kk][i]);
-                    aSmall[kk][i] = to_tf32(x[kk][i] - __uint_as_float(a[kk][i]));
-                }
+                for (int i = 0; i < 4; ++i)
+                    split(x[kk][i], a[kk][i], aSmall[kk][i]);
 #pragma unroll
             for (int k0 = 0; k0 < BK / 8; k0 += RN_STEPS) {
                 wgmma_fence();
