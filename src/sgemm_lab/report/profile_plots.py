@@ -101,7 +101,7 @@ def roofline_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, o
 
 
 def _short_labels(impls: list[str]) -> list[str]:
-    """Each stage by its number ("17_wgmma_tf32" -> "17") where no other stage shares it; a library
+    """Each stage by its number (a stage id "NN_words" -> "NN") where no other stage shares it; a library
     baseline, or a stage whose number another shares, by its name."""
     heads = [i.split("_", 1)[0] for i in impls]
     return [h if h.isdigit() and heads.count(h) == 1 else i for h, i in zip(heads, impls)]
