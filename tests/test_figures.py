@@ -3,7 +3,9 @@ legends outside the data, tick labels that do not overlap."""
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pytest
 from matplotlib.text import Text
 
 from sgemm_lab.config import load as cfgmod
@@ -119,3 +121,33 @@ def test_roofline_draws_the_tensor_roof_where_it_was_measured_legend_outside():
     widths = [b.get_width() for b in share.patches]
     assert len(widths) == len(ax.texts) and all(0 < w <= 100 for w in widths)
     assert isinstance(profile_plots.roofline_figure(bench, ncu, {}, order=list(cfg.implementations), shape=shape), str)
+
+
+def test_roofline_holds_each_class_to_its_own_roof_and_says_where_none_was_measured():
+    """A tensor-core stage's share is of the TF32 roof (a 3xTF32 stage's of its third); on a GPU with no
+    measured tensor roof such a stage gets no share at all (not one of the FMA roof), and every point
+    stays inside the axes."""
+    cfg = cfgmod.load(ROOT / "config" / "config.yaml")
+    bench, ncu = pd.read_csv(FIX / "bench.csv"), pd.read_csv(FIX / "ncu_metrics.csv")
+    shape = (4096, 4096, 4096)
+    bench.loc[(bench.kernel == "09_async_pipeline") & (bench.m == 4096) & (bench.n == 4096) & (bench.k == 4096),
+              "tflops"] = 300.0  # a tensor-core speed, far above the FMA roof
+    precision = {"09_async_pipeline": "tf32", "10_autotuned": "3xtf32"}
+    base = {"fp32_tflops": 59.8, "dram_gbps": 3010.0}
+    order = list(cfg.implementations)
+    for ceilings in ({**base, "tf32_tflops": 480.0}, base):
+        fig = profile_plots.roofline_figure(bench, ncu, ceilings, order=order, shape=shape, precision=precision)
+        ax, share = fig.axes
+        assert ax.get_ylim()[1] > 300.0  # the fast point is drawn
+        bars = dict(zip([t.get_text() for t in share.get_yticklabels()], [b.get_width() for b in share.patches]))
+        texts = {t.get_position()[1]: t.get_text() for t in share.texts}
+        tf32_text = [t for t in texts.values() if "300 TFLOP/s" in t]
+        if "tf32_tflops" in ceilings:
+            assert 300.0 / 480.0 * 100 == pytest.approx(bars["09_async_pipeline"], rel=0.05)
+            assert bars["10_autotuned"] == pytest.approx(50.528433 / (480.0 / 3) * 100, rel=0.05)
+            assert tf32_text and "%" in tf32_text[0]
+        else:
+            assert np.isnan(bars["09_async_pipeline"]) and np.isnan(bars["10_autotuned"])
+            assert tf32_text and "no tensor roof" in tf32_text[0]
+            assert bars["08_warptiling"] == pytest.approx(48.259687 / 59.8 * 100, rel=0.05)
+        assert share.get_xlim()[1] >= max(w for w in bars.values() if not np.isnan(w))

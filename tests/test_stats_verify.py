@@ -304,7 +304,7 @@ def test_block_drawn_inputs_do_not_depend_on_the_thread_count(kind, monkeypatch)
     from sgemm_lab.config.records import Distribution
 
     d = Distribution(name=kind, kind=kind)
-    shape = Shape(m=3, n=5, k=verify.BLOCK // 2 + 7)  # A spans two blocks and a part of a third
+    shape = Shape(m=3, n=5, k=verify.BLOCK // 2 + 7)  # A: one block and part of a second; B: two and a part
 
     def drawn(threads):
         monkeypatch.setattr(verify, "_threads", lambda: threads)
@@ -316,3 +316,16 @@ def test_block_drawn_inputs_do_not_depend_on_the_thread_count(kind, monkeypatch)
     flat = one.a.reshape(-1)
     assert not np.array_equal(flat[:1000], flat[verify.BLOCK:verify.BLOCK + 1000])
     assert not np.array_equal(one.a, verify.make_problem(shape, alpha=1.0, beta=1.0, seed=10, dist=d).a)
+
+
+@pytest.mark.parametrize("kind, digest", [("normal", "088cbcb73cec84f7"), ("loguniform", "5222632142c6fe3e")])
+def test_block_drawn_inputs_are_pinned_for_a_seed(kind, digest):
+    """The seeds this draw records replay their inputs in later versions: a change of BLOCK or of how the
+    child seeds are derived would change these checksums (and break the replay of every run since)."""
+    import hashlib
+
+    from sgemm_lab.config.records import Distribution
+
+    p = verify.make_problem(Shape(m=3, n=5, k=verify.BLOCK // 2 + 7), alpha=1.0, beta=1.0, seed=9,
+                            dist=Distribution(name=kind, kind=kind))
+    assert hashlib.sha256(p.a.tobytes() + p.b.tobytes() + p.c.tobytes()).hexdigest()[:16] == digest

@@ -11,10 +11,13 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 run=$1
 shift
 PY=${PY:-python3}
+read -r -a extra <<< "${CONFIG:-}"  # CONFIG's items: words (key=value, no space inside one), never globbed
+for item in "${extra[@]}"; do
+  case $item in run=*) echo "cold_run.sh: CONFIG may not set run (it is the first argument): $item" >&2; exit 2 ;; esac
+done
 rm -rf "results/$run" "reports/$run" "${XDG_CACHE_HOME:-$HOME/.cache}/pycuda"
 start=$(date +%s%N)
-# shellcheck disable=SC2086  # CONFIG is a list of key=value words
-"$PY" -m snakemake "$@" --config run="$run" ${CONFIG:-}
+"$PY" -m snakemake "$@" --config run="$run" "${extra[@]}"
 rc=$?
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
 "$PY" tools/step_times.py "reports/$run/steps.csv"

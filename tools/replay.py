@@ -11,7 +11,8 @@ recorded row and the replayed one side by side. --inputs-only needs no GPU: it d
 and prints their checksums and the float64 reference's norm, which is how a seed is shown to replay.
 The distributions are read from the configuration (config/config.yaml and any --configfile overlays).
 Normal and log-uniform inputs are drawn in blocks (sgemm_lab.measure.verify.BLOCK) since that draw
-came in; rows of older runs of those two distributions replay with the tree of their `git_commit`.
+came in (BLOCK_DRAW below); rows of older runs of those two distributions replay with the tree of their
+`git_commit`, and the replay warns when it is given one.
 """
 
 from __future__ import annotations
@@ -50,6 +51,26 @@ def pick(table: Path, args) -> dict:
     if len(sel) != 1:
         raise LabError(f"{table}: {len(sel)} rows match (name --kernel, --shape, --mode and --distribution, or --row)")
     return sel.iloc[0].to_dict()
+
+
+BLOCK_DRAW = "de12dd5"  # the commit from which normal and log-uniform inputs are drawn in blocks
+
+
+def drawn_as_now(row: dict) -> bool | None:
+    """Whether the row's inputs are drawn today as its run drew them: True for uniform, positive and
+    extreme rows (one serial stream throughout) and for rows of commits with the block draw, False for
+    normal and log-uniform rows of older commits, None where git cannot tell."""
+    import subprocess
+
+    if (row.get("distribution") or "uniform") not in ("normal", "loguniform"):
+        return True
+    commit = str(row.get("git_commit") or "").removesuffix("-dirty")
+    try:
+        r = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", BLOCK_DRAW, commit],
+                           capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {0: True, 1: False}.get(r.returncode)
 
 
 def problem_of(row: dict, cfg):
@@ -92,6 +113,12 @@ def main(argv=None) -> int:
             overrides.update(read(f))
         cfg = cfgmod.load(ROOT / "config" / "config.yaml", overrides)
         row = pick(args.table, args)
+        same = drawn_as_now(row)
+        if same is not True:  # a warning, not a refusal: the checksums still say what is drawn now
+            print(f"replay: warning: {row.get('distribution')} inputs of commit {row.get('git_commit')} "
+                  + ("were drawn serially, before the block draw (" + BLOCK_DRAW + "): replay them with that "
+                     "commit's tree" if same is False else "may predate the block draw (" + BLOCK_DRAW +
+                     "; git cannot tell): if so, replay them with that commit's tree"), file=sys.stderr)
         p = problem_of(row, cfg)
         ref, _ = verify.references(p)
         print(f"{row['kernel']} {p.shape} {p.dist} seed {p.seed} (mode {row.get('mode', '-')}): "

@@ -1,4 +1,5 @@
-"""Correctness: float64 reference, K-aware tolerance, error measures. NumPy only (no GPU)."""
+"""Correctness: the check's inputs (drawn per distribution), float64 reference, K-aware tolerance,
+error measures. NumPy only (no GPU)."""
 
 from __future__ import annotations
 
@@ -38,9 +39,6 @@ class Problem:
 # 2^scale and 2^-scale, so that the exact products are of order 1 and the result finite).
 DISTRIBUTIONS = ("uniform", "normal", "loguniform", "positive", "extreme")
 
-
-
-
 # Elements drawn from one child seed by the kinds drawn in blocks (normal, loguniform): the blocks are
 # drawn by a pool of threads (NumPy's generators and ufuncs release the GIL), and what a seed draws does
 # not depend on how many threads there are. At 256 x 65536 a serial draw of these kinds took 0.5-1.5 s
@@ -68,19 +66,21 @@ def _draw_blocks(rng: np.random.Generator, rows: int, cols: int, dist: Distribut
     starts = range(0, x.size, BLOCK)
     seeds = np.random.SeedSequence(rng.integers(0, 2**63, size=2).tolist()).spawn(len(starts))
     work = [(np.random.default_rng(s), x[i:i + BLOCK]) for s, i in zip(seeds, starts)]
-    if len(work) == 1 or _threads() == 1:
+    threads = _threads()
+    if len(work) <= 1 or threads == 1:
         for g, out in work:
             _draw_block(g, out, dist)
     else:
-        with ThreadPoolExecutor(max_workers=min(_threads(), len(work))) as pool:
+        with ThreadPoolExecutor(max_workers=min(threads, len(work))) as pool:
             list(pool.map(lambda w: _draw_block(w[0], w[1], dist), work))
     return x.reshape(rows, cols)
 
 
 def draw(rng: np.random.Generator, rows: int, cols: int, dist: Distribution = UNIFORM, *, scale_log2: int = 0) -> np.ndarray:
     """One float32 matrix of ``dist`` (times 2^scale_log2), drawn in float32 where that is exact and fast.
-    Uniform values are one serial stream of ``rng`` (seeds recorded by earlier runs replay them); normal
-    and log-uniform values are drawn in blocks from child seeds that ``rng`` draws (``BLOCK``)."""
+    Uniform, positive and extreme values are one serial stream of ``rng`` (seeds recorded by earlier runs
+    replay them); normal and log-uniform values are drawn in blocks from child seeds that ``rng`` draws
+    (``BLOCK``)."""
     kind = dist.kind
     if kind in ("uniform", "extreme", "positive"):
         x = rng.random((rows, cols), dtype=np.float32)  # [0, 1) drawn in float32 (fast at 8192^2)

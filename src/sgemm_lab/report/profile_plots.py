@@ -3,6 +3,7 @@ memory and occupancy panels, from the Nsight Compute metrics."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib
@@ -26,8 +27,8 @@ def _metric_table(ncu: pd.DataFrame, shape) -> pd.DataFrame:
 def roofline(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, out: Path, *, order: list[str], shape,
              precision: dict[str, str] | None = None) -> None:
     """Measured TFLOP/s against FLOPs per DRAM byte (ncu), under the measured FMA and DRAM ceilings and,
-    where the ceilings step measured one, the TF32 tensor-core ceiling; points coloured by precision class
-    and labelled with their stage."""
+    where the ceilings step measured one, the TF32 tensor-core ceiling and its third (3xTF32's); points
+    coloured by precision class and labelled with their stage; beside it, each stage's share of its roof."""
     fig = roofline_figure(bench, ncu, ceilings, order=order, shape=shape, precision=precision)
     if isinstance(fig, str):  # nothing to draw: a picture saying why
         placeholder(out, fig)
@@ -51,16 +52,20 @@ def roofline_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, o
     for impl in order:
         if impl in table.index and impl in ok.index:
             dram = table.loc[impl, "dram_bytes_read"] + table.loc[impl].get("dram_bytes_write", 0.0)
-            pts.append(dict(kernel=impl, intensity=flops / dram, tflops=ok.loc[impl, "tflops"],
-                            precision=(precision or {}).get(impl, "fp32")))
+            cls = (precision or {}).get(impl, "fp32")
+            if np.isfinite(dram) and dram > 0:  # a stage without both DRAM counters has no point
+                pts.append(dict(kernel=impl, intensity=flops / dram, tflops=ok.loc[impl, "tflops"],
+                                precision=cls if cls in ("tf32", "3xtf32") else "fp32"))
     pts = pd.DataFrame(pts, columns=["kernel", "intensity", "tflops", "precision"])
     peak, bw = ceilings["fp32_tflops"], ceilings["dram_gbps"] / 1e3  # TB/s
     tensor = ceilings.get("tf32_tflops")
     # the roof a stage is held to: FMA for fp32; where a tensor roof was measured, that roof for tf32 and a
-    # third of it for 3xtf32 (three tensor-core products for each multiply-add it delivers)
-    roof_of = {"fp32": peak, "tf32": tensor or peak, "3xtf32": tensor / 3 if tensor else peak}
+    # third of it for 3xtf32 (three tensor-core products for each multiply-add it delivers); a tensor-core
+    # stage on a GPU without a measured tensor roof has no share (NaN), not one against the FMA roof
+    roof_of = {"fp32": peak, "tf32": tensor or math.nan, "3xtf32": tensor / 3 if tensor else math.nan}
     pts["label"] = _short_labels(list(pts.kernel))
-    pts["of_roof"] = [t / min(roof_of[c], i * bw) for t, c, i in zip(pts.tflops, pts.precision, pts.intensity)]
+    pts["of_roof"] = [t / min(roof_of[c], i * bw) if math.isfinite(roof_of[c]) else math.nan
+                      for t, c, i in zip(pts.tflops, pts.precision, pts.intensity)]
     classes = [c for c in ("fp32", "tf32", "3xtf32") if c in set(pts.precision)]
     colours = dict(zip(("fp32", "tf32", "3xtf32"), sns.color_palette("deep", 3)))
     sns.set_theme(style="whitegrid", context="notebook")
@@ -79,7 +84,7 @@ def roofline_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, o
                     style_order=classes, palette=colours, s=60, ax=ax)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_ylim(top=(tensor or peak) * 3)  # room for the labels above the roof
+    ax.set_ylim(top=max(tensor or peak, pts.tflops.max() if len(pts) else 0.0) * 3)  # room for labels on top
     ax.set_xlabel("arithmetic intensity: 2·M·N·K / DRAM bytes (ncu)")
     ax.set_ylabel("TFLOP/s (median, bench)")
     ax.set_title(f"Roofline at {m}x{n}x{k}: CUDA-core stages under the FMA roof, tensor-core stages under the "
@@ -92,8 +97,10 @@ def roofline_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, o
     order_bars = pts.iloc[::-1]
     bars.barh(order_bars.kernel, 100 * order_bars.of_roof, color=[colours[c] for c in order_bars.precision])
     for y, (v, t) in enumerate(zip(order_bars.of_roof, order_bars.tflops)):
-        bars.text(100 * v + 1, y, f"{100 * v:.0f}% ({t:.0f} TFLOP/s)", va="center", fontsize=7)
-    bars.set_xlim(0, 125)
+        text = f"{100 * v:.0f}% ({t:.0f} TFLOP/s)" if math.isfinite(v) else f"n/a: no tensor roof measured ({t:.0f} TFLOP/s)"
+        bars.text(100 * v + 1 if math.isfinite(v) else 1, y, text, va="center", fontsize=7)
+    shares = order_bars.of_roof.dropna()
+    bars.set_xlim(0, max(125.0, 130 * shares.max()) if len(shares) else 125.0)
     bars.set_xlabel("% of its roof (fp32: FMA; tf32: TF32 tensor; 3xtf32: a third of it; DRAM where lower)")
     bars.set_title("Share of the roof", fontsize=10)
     bars.tick_params(axis="y", labelsize=8)
