@@ -150,9 +150,11 @@ run() {
   cd "$ROOT"
   local rc=0 start
   start=$(date +%s)
+  # CONFIG: further config items, e.g. CONFIG="seed=1" (words; one --config flag only, so they go in it)
+  local -a extra
+  read -r -a extra <<< "${CONFIG:-}"
   # the target and --config before the flags that take several values; squeue for status (no accounting)
-  # shellcheck disable=SC2086  # CONFIG: further config items, e.g. CONFIG="seed=1" (one --config flag only)
-  "$PY" -m snakemake --workflow-profile workflow/profiles/slurm --config run="$run" ${CONFIG:-} \
+  "$PY" -m snakemake --workflow-profile workflow/profiles/slurm --config run="$run" "${extra[@]}" \
     --slurm-no-account --slurm-status-command squeue --slurm-init-seconds-before-status-checks 5 \
     --slurm-keep-successful-logs --default-resources slurm_partition=main runtime=60 mem_mb=16000 cpus_per_task=4 \
     "$@" || rc=$?
