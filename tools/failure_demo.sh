@@ -9,7 +9,7 @@
 # Exits 0 when the failure showed as designed (the pipeline exits non-zero, its report lists the stage
 # in Failures), 1 when it did not, 2 when it cannot run here.
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 case=${1:?compile or wrong}
 shift
 if ! nvidia-smi -L > /dev/null 2>&1; then

@@ -3,7 +3,7 @@
 # check shapes and the suite), then the ratio of each to cuBLAS per shape (tools/bench_table.py).
 #   bash tools/probe.sh tools/probes/11_general.yaml [KEY=VALUE config items, e.g. failure_tests=false]
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 cfg=$1
 shift
 PY=${PY:-python3}

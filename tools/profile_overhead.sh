@@ -3,7 +3,7 @@
 # the profiled process alone, ncu around a bare CUDA start, and ncu with all or one metric, two or one shape.
 #   bash tools/profile_overhead.sh [kernel]
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 k=${1:-08_warptiling}
 run=overhead
 PY=${PY:-python3}
@@ -12,8 +12,8 @@ export PYTHONPATH=$PWD/src
 cfg=$("$PY" -c "import json,yaml; print(json.dumps(yaml.safe_load(open('config/config.yaml'))))")
 args=(--config-json "$cfg" --impl "$k" --binary "results/$run/build/$k.bin" --record "results/$run/build/$k.json")
 metrics=$("$PY" -c "from sgemm_lab.profiling.ncu import METRICS; print(','.join(METRICS))")
-t() { local name=$1; shift; local s=$(date +%s%N); "$@" >/dev/null 2>&1; echo "$name: $(( ($(date +%s%N) - s) / 1000000 )) ms (exit $?)"; }
-for i in 1 2; do
+t() { local name=$1 s rc; shift; s=$(date +%s%N); "$@" >/dev/null 2>&1; rc=$?; echo "$name: $(( ($(date +%s%N) - s) / 1000000 )) ms (exit $rc)"; }
+for _ in 1 2; do
   t "python -c pass" "$PY" -c pass
   t "target alone, 2 shapes" "$PY" -m sgemm_lab.profiling.target "${args[@]}" --shapes 1024x1024x1024 4096x4096x4096
   t "target alone, 1 shape" "$PY" -m sgemm_lab.profiling.target "${args[@]}" --shapes 4096x4096x4096

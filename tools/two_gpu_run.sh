@@ -4,7 +4,7 @@
 #   bash tools/two_gpu_run.sh [RUN_ONE [RUN_TWO]]      # defaults: gpu1, gpu2
 # Prints both wall times; the comparison lands in reports/compare/<RUN_ONE>-vs-<RUN_TWO>/.
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 one=${1:-gpu1}
 two=${2:-gpu2}
 PY=${PY:-python3}
