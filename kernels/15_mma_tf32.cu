@@ -30,13 +30,6 @@
 // relative error 1.1e-4 at K = 16384, growing linearly with K). With RN_ACC each k-step's three products
 // are summed from zero in the tensor core and added to the running sum by an FP32 FADD, which rounds to
 // nearest: the running sum never sees a truncated addition.
-//
-// Split-K (SPLIT_SLOTS > 0): an output of few tiles (256 x 256 is 4 of the 264 blocks two per SM would
-// hold) leaves the GPU idle and sums K / 8 k-steps in one long running sum, whose roundings grow with
-// K. The launch plan then gives the grid a third dimension of S K-slices (tiles * S <= SPLIT_SLOTS);
-// block z runs K-tiles [z * ceil(T / S), ...) of the T, and the partial tiles meet in a fixed binary
-// tree (split_tree in common.cuh): deterministic, log2(S) tile reads on the critical path, and a sum of
-// K / (8 S) steps plus log2(S) levels instead of K / 8 steps.
 
 #include "common.cuh"
 
@@ -67,9 +60,6 @@
 #ifndef RN_ACC
 #define RN_ACC 0
 #endif
-#ifndef SPLIT_SLOTS
-#define SPLIT_SLOTS 0  // blocks the split-K workspace holds (launch plan: tiles * slices <= this); 0: no split
-#endif
 
 constexpr int NTHREADS = 32 * (BM / WTM) * (BN / WTN);  // one warp per warp tile
 #ifdef THREADS
@@ -90,14 +80,6 @@ static_assert((BM * BK) % (4 * NTHREADS) == 0 && (BK * BN) % (4 * NTHREADS) == 0
               "the A and B tiles must be whole float4 per thread");
 static_assert(NTHREADS % (BK / 4) == 0 && NTHREADS % (BN / 4) == 0, "a thread keeps its copy column");
 static_assert(STAGES >= 2, "the ring needs at least two slots");
-static_assert(SPLIT_SLOTS >= 0, "SPLIT_SLOTS >= 0 (0: no split-K)");
-
-#if SPLIT_SLOTS > 0
-// Split-K scratch: one partial tile per block of a split launch, thread-major (split_tree), and one
-// counter per tree node of each tile (S - 1 of a tile's S slots).
-__device__ float4 splitPartials[(size_t)SPLIT_SLOTS * TM * TN * NTHREADS];
-__device__ unsigned int splitArrivals[SPLIT_SLOTS];
-#endif
 
 // d += a * b for one 16 x 8 x 8 tile (TF32 inputs, FP32 accumulators).
 __device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
@@ -118,14 +100,7 @@ sgemm_mma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
     const int g = lane / 4, t = lane % 4;  // the fragment coordinates of this lane (see above)
     const int warpRow = warp / (BN / WTN), warpCol = warp % (BN / WTN);
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-    // K-tiles of this block: all of them, or slice z of the S = gridDim.z slices.
-    const int S = gridDim.z, z = blockIdx.z;
-    const int perSlice = (K / BK + S - 1) / S, kBegin = z * perSlice;
-    const int numTiles = max(0, min(K / BK, kBegin + perSlice) - kBegin);
-#if SPLIT_SLOTS > 0
-    if (S > 1 && gridDim.x * gridDim.y * S > SPLIT_SLOTS)
-        __trap();  // the launch plan keeps tiles * slices within the workspace: never write past it
-#endif
+    const int numTiles = K / BK;
 
     // Copy maps of stage 14: float4 number tid + j * THREADS of each row-major tile; the thread's
     // column is fixed, its rows step by A_STEP (B_STEP).
@@ -134,8 +109,7 @@ sgemm_mma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
     const float* bG = B + (size_t)(tid / (BN / 4)) * N + col0 + (tid % (BN / 4)) * 4;
     const int aS = (tid / (BK / 4)) * AS_LD + (tid % (BK / 4)) * 4;
     const int bS = (tid / (BN / 4)) * BS_LD + (tid % (BN / 4)) * 4;
-    auto issue = [&](int kt, int s) {  // the slice's K-tile kt into ring slot s
-        kt += kBegin;
+    auto issue = [&](int kt, int s) {
 #pragma unroll
         for (int j = 0; j < BM / A_STEP; ++j)
             cp_async_16(smem_u32(&As[s * A_STAGE + aS + j * A_STEP * AS_LD]), aG + (size_t)j * A_STEP * K + kt * BK);
@@ -202,15 +176,6 @@ sgemm_mma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         }
     }
     cp_async_wait<0>();  // no copy may still target shared memory when the block exits
-#if SPLIT_SLOTS > 0
-    if (S > 1) {  // the slices of this tile meet in the tree; only its root goes on to write C
-        const int tile = blockIdx.y * gridDim.x + blockIdx.x;
-        float4* slots = splitPartials + (size_t)tile * S * TM * TN * NTHREADS + tid;
-        if (!split_tree<TM * TN * 4, NTHREADS>(reinterpret_cast<float(&)[TM * TN * 4]>(acc), slots,
-                                                splitArrivals + tile * S, S, z))
-            return;
-    }
-#endif
 
     // Epilogue: acc[i][j] holds C rows r and r + 8 (r = warp's row + 16 i + g), columns c, c + 1
     // (c = warp's column + 8 j + 2 t): two float2 per tile. C is read only when beta != 0.
