@@ -38,3 +38,19 @@ def test_an_ambiguous_or_missing_row_is_one_line(tmp_path, capsys):
     assert "2 rows match" in capsys.readouterr().err
     assert replay.main([str(table), "--row", "7", "--inputs-only"]) == 1
     assert "no row 7" in capsys.readouterr().err
+
+
+def test_a_normal_row_of_another_numpy_warns(tmp_path, capsys):
+    """Normal values may differ in the last bit of a rare value between NumPy builds: replaying a run's
+    normal row with another NumPy says so; the same NumPy, or another distribution, does not."""
+    table = tmp_path / "check.csv"
+    table.write_text("kernel,m,n,k,distribution,mode,seed,rel_err\n"
+                     "cublas,16,8,8,normal,beta,5,1e-7\ncublas,16,8,8,positive,beta,5,1e-7\n")
+    env = tmp_path / "environment.json"
+    for version, warns in (("0.0.1", True), (np.__version__, False)):
+        env.write_text('{"packages": {"numpy": "%s"}}' % version)
+        assert replay.main([str(table), "--distribution", "normal", "--inputs-only"]) == 0
+        assert ("NumPy 0.0.1" in capsys.readouterr().err) is warns
+    env.write_text('{"packages": {"numpy": "0.0.1"}}')
+    assert replay.main([str(table), "--distribution", "positive", "--inputs-only"]) == 0
+    assert "NumPy" not in capsys.readouterr().err

@@ -12,7 +12,9 @@ and prints their checksums and the float64 reference's norm, which is how a seed
 The distributions are read from the configuration (config/config.yaml and any --configfile overlays).
 Normal and log-uniform inputs are drawn in blocks (sgemm_lab.measure.verify.BLOCK) since that draw
 came in (BLOCK_DRAW below); rows of older runs of those two distributions replay with the tree of their
-`git_commit`, and the replay warns when it is given one.
+`git_commit`, and the replay warns when it is given one. Normal values are drawn in float32, whose rare
+slow-path values NumPy builds may round differently in the last bit (1 of 393,237 values between NumPy
+2.4.6 and 2.5.2): the replay warns when the NumPy here is not the run's (its environment.json).
 """
 
 from __future__ import annotations
@@ -73,6 +75,22 @@ def drawn_as_now(row: dict) -> bool | None:
     return {0: True, 1: False}.get(r.returncode)
 
 
+def numpy_differs(table: Path, row: dict) -> str | None:
+    """The run's NumPy version when it is not the one here and the row's normal values may then differ
+    in the last bit of a rare value; None otherwise (or where the run did not record one)."""
+    import json
+
+    import numpy as np
+
+    if (row.get("distribution") or "uniform") != "normal":
+        return None
+    try:
+        theirs = json.loads((table.parent / "environment.json").read_text())["packages"]["numpy"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return theirs if theirs and theirs != np.__version__ else None
+
+
 def problem_of(row: dict, cfg):
     from sgemm_lab.config.records import UNIFORM, Shape
     from sgemm_lab.measure import verify
@@ -119,6 +137,11 @@ def main(argv=None) -> int:
                   + ("were drawn serially, before the block draw (" + BLOCK_DRAW + "): replay them with that "
                      "commit's tree" if same is False else "may predate the block draw (" + BLOCK_DRAW +
                      "; git cannot tell): if so, replay them with that commit's tree"), file=sys.stderr)
+        theirs = numpy_differs(args.table, row)
+        if theirs:
+            print(f"replay: warning: the run drew these normal inputs with NumPy {theirs}, this is NumPy "
+                  f"{np.__version__}: a rare value may differ in its last bit, and the checksums with it",
+                  file=sys.stderr)
         p = problem_of(row, cfg)
         ref, _ = verify.references(p)
         print(f"{row['kernel']} {p.shape} {p.dist} seed {p.seed} (mode {row.get('mode', '-')}): "
