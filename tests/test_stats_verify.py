@@ -347,3 +347,47 @@ def test_block_drawn_inputs_are_pinned_for_a_seed(kind):
                             dist=Distribution(name=kind, kind=kind))
     got = np.concatenate([p.a.ravel()[PINNED_A], p.b.ravel()[PINNED_B], p.c.ravel()[:2]])
     np.testing.assert_allclose(got, np.array(PINNED_BLOCK_DRAW[kind], np.float32), rtol=2.0**-22, atol=0)
+
+
+def _compare_by_definition(out, ref, tol, terms=()):
+    """compare() written as its docstring defines it, one array at a time."""
+    out64 = out.astype(np.float64)
+    finite = np.isfinite(out64)
+    diff = np.where(finite, out64 - ref, 0.0)
+    scale = max([np.linalg.norm(ref)] + [np.linalg.norm(t) for t in terms])
+    rel = np.linalg.norm(diff) / scale if scale > 0 else np.linalg.norm(diff)
+    max_abs = np.max(np.abs(diff)) if diff.size else 0.0
+    nonfinite = int(out.size - np.count_nonzero(finite))
+    if nonfinite == out.size:  # nothing finite to measure (an empty output included)
+        rel = max_abs = float("nan")
+    return float(rel), float(max_abs), nonfinite
+
+
+@pytest.mark.parametrize("case", ["plain", "nan_inf", "all_nan", "empty", "float64", "cancelling_terms", "zero_ref"])
+def test_compare_matches_its_definition_to_the_bit(case):
+    """compare() computes its difference in one pass and takes the scale once per mode: the errors it
+    reports are the same, to the last bit, as the definition's, NaN and Inf outputs included."""
+    rng = np.random.default_rng(5)
+    ref = rng.standard_normal((37, 53))
+    out = (ref + 1e-6 * rng.standard_normal(ref.shape)).astype(np.float32)
+    terms = ()
+    if case == "nan_inf":
+        out[3, 4], out[7, 1], out[0, 0] = np.nan, np.inf, -np.inf
+    elif case == "all_nan":
+        out[:] = np.nan
+    elif case == "empty":
+        ref, out = np.zeros((0, 4)), np.zeros((0, 4), np.float32)
+    elif case == "float64":
+        out = out.astype(np.float64)
+    elif case == "cancelling_terms":
+        terms = (1e3 * rng.standard_normal(ref.shape), 1e3 * rng.standard_normal(ref.shape))
+    elif case == "zero_ref":
+        ref = np.zeros_like(ref)
+    v = verify.compare(out, ref, 1e-3, terms=terms)
+    w = verify.compare(out, ref, 1e-3, scale=verify.scale_of(ref, terms))
+    rel, max_abs, nonfinite = _compare_by_definition(out, ref, 1e-3, terms)
+    for got in (v, w):
+        assert got.nonfinite == nonfinite
+        for a, b in ((got.rel_err, rel), (got.max_abs_err, max_abs)):
+            assert (math.isnan(a) and math.isnan(b)) or a == b
+        assert got.passed == (nonfinite == 0 and rel < 1e-3)

@@ -53,11 +53,12 @@ def _check_rows(problem: verify.Problem, refs, run, precision: str, check: Check
             ("beta0_poisoned", problem.alpha, 0.0, refs[1], (), True),
             ("alpha0", 0.0, problem.beta, scaled_c, (), False)):
         out = run(alpha, beta, poison)
-        lib_err = (verify.compare(baseline(alpha, beta, poison), ref, math.inf, terms=terms).rel_err
+        scale = verify.scale_of(ref, terms)  # once for the stage and cuBLAS
+        lib_err = (verify.compare(baseline(alpha, beta, poison), ref, math.inf, scale=scale).rel_err
                    if baseline is not None else math.nan)
         limit32 = verify.fp32_limit(k, check, lib_err)
         tol = verify.limit_for(precision, k, check, lib_err)
-        v = verify.compare(out, ref, tol, terms=terms)
+        v = verify.compare(out, ref, tol, scale=scale)
         reason = v.reason
         if not v.passed and not v.nonfinite and tol < verify.tolerance_for(precision, k, check):
             reason += f" ({check.fp32_factor:g}x cuBLAS FP32's {lib_err:.3g} on the same inputs)"
