@@ -51,12 +51,31 @@ def _run(t, fake, rc=0):
 
 @pytest.mark.parametrize("rc", [0, 1])
 def test_the_probe_sees_the_patch_and_the_tree_comes_back(tree, rc):
+    """Whether the probe's pipeline succeeds or fails (its status is the script's)."""
     t, fake = tree
-    _run(t, fake, rc)
+    assert _run(t, fake, rc).returncode == rc
     seen = (t / "seen_during_probe.txt").read_text()
     assert "int after;" in seen and "k_before.cu" in seen  # patched source and the copy of the old one
     assert (t / "kernels" / "k.cu").read_text() == "int before;\n"
     assert not (t / "kernels" / "k_before.cu").exists()
+
+
+def test_a_file_the_patch_adds_is_removed_again(tree):
+    t, fake = tree
+    patch = t / "reports" / "probes" / "trial" / "k.patch"
+    patch.write_text(patch.read_text() + "--- /dev/null\n+++ b/kernels/new.cuh\n@@ -0,0 +1 @@\n+int added;\n")
+    assert _run(t, fake).returncode == 0
+    assert "new.cuh" in (t / "seen_during_probe.txt").read_text()
+    assert (t / "kernels" / "k.cu").read_text() == "int before;\n" and not (t / "kernels" / "new.cuh").exists()
+
+
+def test_a_stale_before_copy_is_refused(tree):
+    """X_before.cu must be the committed kernels/X.cu: otherwise the patch was made against another source."""
+    t, fake = tree
+    (t / "reports" / "probes" / "trial" / "k_before.cu").write_text("int older;\n")
+    proc = _run(t, fake)
+    assert proc.returncode == 2 and "is not the committed kernels/k.cu" in proc.stderr
+    assert not (t / "seen_during_probe.txt").exists() and not (t / "kernels" / "k_before.cu").exists()
 
 
 def test_uncommitted_changes_in_a_patched_file_are_refused(tree):

@@ -43,3 +43,15 @@ def test_short_loops_are_left_out_and_main_reads_a_file(tmp_path, capsys):
     assert sass_loops.main([str(f), "--min-length", "4", "--near", "3"]) == 0
     out = capsys.readouterr().out
     assert "8 instructions, 1 global loads (first at 1), 2 shared loads" in out and "read within 3: 1" in out
+
+
+def test_ldgdepbar_is_no_load_and_ldsm_writes_its_registers():
+    listing = """
+        /*0100*/                   LDSM.16.M88.4 R8, [R2] ;
+        /*0110*/                   LDGSTS.E.BYPASS.128 [R5], desc[UR4][R6.64] ;
+        /*0120*/                   LDGDEPBAR ;
+        /*0130*/                   HMMA.1688.F32.TF32 R20, R11, R30, R20 ;
+        /*0140*/               @P1 BRA 0x100 ;
+"""
+    (loop,) = sass_loops.loops(listing, min_length=4)
+    assert loop.global_loads == 1 and loop.distances == (3,)  # R11 is the quad's fourth register

@@ -1,7 +1,9 @@
+import dataclasses
 import math
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
 from sgemm_lab.config.records import Shape
 from sgemm_lab.measure import stats, verify
@@ -318,8 +320,8 @@ def test_block_drawn_inputs_do_not_depend_on_the_thread_count(kind, monkeypatch)
     assert not np.array_equal(one.a, verify.make_problem(shape, alpha=1.0, beta=1.0, seed=10, dist=d).a)
 
 
-# Values of the block draw for seed 9 at shape 3 x 5 x 131079 (A and B: 393,237 values, a block and a half
-# at BLOCK = 2^18), drawn with NumPy 2.4.6 and 2.5.2: A at PINNED_A, B at PINNED_B, then C[0, :2]. The
+# Values of the block draw for seed 9 at shape 3 x 5 x 131079 (A: 393,237 values, a block and a half at
+# BLOCK = 2^18; B: 655,395), drawn with NumPy 2.4.6 and 2.5.2: A at PINNED_A, B at PINNED_B, then C[0, :2]. The
 # indices lie at and inside blocks, so that a change of BLOCK moves some of them to other child seeds.
 PINNED_A, PINNED_B = [0, 1, 200000, 262144, 262145, 393236], [0, 200000, 262144, 393236]
 PINNED_BLOCK_DRAW = {
@@ -363,7 +365,8 @@ def _compare_by_definition(out, ref, tol, terms=()):
     return float(rel), float(max_abs), nonfinite
 
 
-@pytest.mark.parametrize("case", ["plain", "nan_inf", "all_nan", "empty", "float64", "cancelling_terms", "zero_ref"])
+@pytest.mark.parametrize("case", ["plain", "nan_inf", "all_nan", "empty", "float64", "cancelling_terms", "zero_ref",
+                                  "nan_in_ref", "negative_zero", "float16"])
 def test_compare_matches_its_definition_to_the_bit(case):
     """compare() computes its difference in one pass and takes the scale once per mode: the errors it
     reports are the same, to the last bit, as the definition's, NaN and Inf outputs included."""
@@ -383,11 +386,44 @@ def test_compare_matches_its_definition_to_the_bit(case):
         terms = (1e3 * rng.standard_normal(ref.shape), 1e3 * rng.standard_normal(ref.shape))
     elif case == "zero_ref":
         ref = np.zeros_like(ref)
+    elif case == "nan_in_ref":
+        ref[2, 2], ref[4, 4] = np.nan, np.inf
+    elif case == "negative_zero":
+        ref, out = np.zeros((3, 3)), np.full((3, 3), -0.0, np.float32)
+    elif case == "float16":
+        out = out.astype(np.float16)
     v = verify.compare(out, ref, 1e-3, terms=terms)
     w = verify.compare(out, ref, 1e-3, scale=verify.scale_of(ref, terms))
     rel, max_abs, nonfinite = _compare_by_definition(out, ref, 1e-3, terms)
     for got in (v, w):
         assert got.nonfinite == nonfinite
         for a, b in ((got.rel_err, rel), (got.max_abs_err, max_abs)):
-            assert (math.isnan(a) and math.isnan(b)) or a == b
+            assert np.float64(a).tobytes() == np.float64(b).tobytes() or (math.isnan(a) and math.isnan(b))
         assert got.passed == (nonfinite == 0 and rel < 1e-3)
+
+
+def test_check_rows_measure_each_mode_against_its_terms():
+    """_check_rows takes the scale once per mode for cuBLAS and the stage, from the reference and, in the
+    beta mode, both terms: where alpha*A@B and beta*C nearly cancel (a tiny ||ref||), an output off by
+    rounding-sized amounts must still pass, measured against the terms as compare() defines it."""
+    from sgemm_lab.config import load as cfgmod
+    from sgemm_lab.measure import runners
+
+    cfg = cfgmod.load(ROOT / "config" / "config.yaml")
+    p = verify.make_problem(Shape(m=4, n=3, k=64), alpha=1.25, beta=-0.75, seed=3)
+    ab = p.alpha * (p.a.astype(np.float64) @ p.b.astype(np.float64))
+    p = dataclasses.replace(p, c=(ab / 0.75).astype(np.float32))  # beta * C cancels alpha * A@B to rounding
+    refs = verify.references(p)
+    noise = 1e-7 * np.abs(ab).max()
+    outs = {"beta": refs[0] + noise, "beta0_poisoned": refs[1] + noise, "alpha0": p.beta * p.c.astype(np.float64) + noise}
+
+    def run(alpha, beta, poison):
+        mode = "alpha0" if alpha == 0 else "beta0_poisoned" if beta == 0 else "beta"
+        return outs[mode].astype(np.float32)
+
+    rows = {r["mode"]: r for r in runners._check_rows(p, refs, run, "fp32", cfg.check, run)}
+    terms = (refs[1], p.beta * p.c.astype(np.float64))
+    want = verify.compare(run(p.alpha, p.beta, False), refs[0], math.inf, terms=terms).rel_err
+    assert rows["beta"]["rel_err"] == want == rows["beta"]["cublas_rel_err"]
+    assert want < 1e-5 < verify.compare(run(p.alpha, p.beta, False), refs[0], math.inf).rel_err  # ||ref|| alone
+    assert rows["beta"]["passed"]

@@ -3,9 +3,11 @@
 # one or more *.patch against the configured sources, the sources they replace as *_before.cu when the
 # probe times before and after in one run, and probe.yaml): apply, run tools/probe.sh, put the tree back.
 #   bash tools/probe_patch.sh reports/probes/narrow_loads [KEY=VALUE config items]
-# The tree is restored whatever happens (the patched files checked out again, the copies removed); the
-# probe's results stay in results/<run> and reports/<run>. Refuses to start on a tree whose patched
-# files have uncommitted changes, so that restoring them loses nothing.
+# Exits with the probe's status. The tree is restored whatever happens (files the patches change checked
+# out again, files they add removed, the copies removed; a failed restore is an error); the probe's
+# results stay in results/<run> and reports/<run>. Refuses to start on a tree whose patched files have
+# uncommitted changes (restoring them would lose those), or whose kernels/X.cu is no longer what
+# X_before.cu archived (the patch was made against another source).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 dir=${1:?usage: tools/probe_patch.sh reports/probes/<name> [KEY=VALUE ...]}
@@ -16,18 +18,37 @@ patches=("$dir"/*.patch)
 befores=("$dir"/*_before.cu)
 [ ${#patches[@]} -gt 0 ] || { echo "probe_patch: no *.patch in $dir" >&2; exit 2; }
 mapfile -t files < <(git apply --numstat "${patches[@]}" | cut -f3)
-if ! git diff --quiet HEAD -- "${files[@]}"; then
-  echo "probe_patch: uncommitted changes in ${files[*]}: commit or stash them first" >&2
+tracked=() added=()
+for f in "${files[@]}"; do
+  if git cat-file -e "HEAD:$f" 2>/dev/null; then tracked+=("$f"); else added+=("$f"); fi
+done
+if [ ${#tracked[@]} -gt 0 ] && ! git diff --quiet HEAD -- "${tracked[@]}"; then
+  echo "probe_patch: uncommitted changes in ${tracked[*]}: commit or stash them first" >&2
   exit 2
 fi
-for f in "${befores[@]}"; do
-  [ -e "kernels/$(basename "$f")" ] && { echo "probe_patch: kernels/$(basename "$f") exists already" >&2; exit 2; }
+for f in "${added[@]+"${added[@]}"}"; do
+  [ -e "$f" ] && { echo "probe_patch: $f, which a patch adds, exists already" >&2; exit 2; }
+done
+copies=()
+for f in "${befores[@]+"${befores[@]}"}"; do
+  name=$(basename "$f")
+  [ -e "kernels/$name" ] && { echo "probe_patch: kernels/$name exists already" >&2; exit 2; }
+  if ! git show "HEAD:kernels/${name%_before.cu}.cu" 2>/dev/null | cmp -s - "$f"; then
+    echo "probe_patch: $f is not the committed kernels/${name%_before.cu}.cu: the patch was made against another source" >&2
+    exit 2
+  fi
+  copies+=("kernels/$name")
 done
 restore() {
-  git checkout -q HEAD -- "${files[@]}"
-  for f in "${befores[@]}"; do rm -f "kernels/$(basename "$f")"; done
+  local ok=0
+  if [ ${#tracked[@]} -gt 0 ]; then git checkout -q HEAD -- "${tracked[@]}" || ok=1; fi
+  rm -f -- "${added[@]+"${added[@]}"}" "${copies[@]+"${copies[@]}"}" || ok=1
+  if [ "$ok" != 0 ]; then
+    echo "probe_patch: the tree could not be put back: check git status" >&2
+    exit 3
+  fi
 }
 trap restore EXIT
-for f in "${befores[@]}"; do cp "$f" kernels/; done
+for f in "${befores[@]+"${befores[@]}"}"; do cp "$f" kernels/; done
 git apply "${patches[@]}" || { echo "probe_patch: ${patches[*]} do not apply to this tree" >&2; exit 2; }
 bash tools/probe.sh "$dir/probe.yaml" "$@"

@@ -11,7 +11,10 @@ loads, and the distance from each shared load to the first instruction that read
 few instructions after it is issued stalls its warp for the rest of the shared-memory latency (about
 30 cycles) unless other warps fill the gap; at two warps per scheduler they rarely can. Positions are
 in the listing's order, which is the issue order within a basic block; a loop with forward branches
-inside it (a conditional block) is read as laid out.
+inside it (a conditional block) is read as laid out. A read is found by register name: an instruction
+that reads a register pair or quad by its first register (HMMA's fragments, STS.128's data) is seen to
+read only that one, so for tensor-core loops the distances are upper bounds. Global loads are LDG and
+LDGSTS (cp.async), not the LDGDEPBAR fence.
 """
 
 from __future__ import annotations
@@ -51,8 +54,11 @@ def instructions(sass: str) -> list[tuple[int, str]]:
     return out
 
 
-def _width(op: str) -> int:
-    return 4 if ".128" in op else 2 if ".64" in op else 1
+def _width(mnemonic: str) -> int:
+    """Registers a shared load writes: LDS.64/.128, and LDSM's .x2/.x4 forms (ldmatrix) two or four."""
+    if mnemonic.startswith("LDSM"):
+        return 4 if mnemonic.endswith(".4") else 2 if mnemonic.endswith(".2") else 1
+    return 4 if ".128" in mnemonic else 2 if ".64" in mnemonic else 1
 
 
 def _sources(text: str) -> set[int]:
@@ -78,7 +84,7 @@ def loops(sass: str, min_length: int = 100) -> list[Loop]:
         for i, text_i in enumerate(body):
             op = _PRED.sub("", text_i)
             mnemonic = op.split()[0]
-            if mnemonic.startswith("LDG"):
+            if mnemonic.startswith("LDG") and not mnemonic.startswith("LDGDEPBAR"):  # a fence, not a load
                 glds += 1
                 first = i if first is None else first
             if not mnemonic.startswith("LDS"):
