@@ -30,8 +30,7 @@ def tree(tmp_path):
     (t / "kernels" / "k.cu").write_text("int before;\n")
     probe = t / "reports" / "probes" / "trial"
     probe.mkdir(parents=True)
-    (probe / "probe.yaml").write_text("run: probe-trial\n")
-    (probe / "k_before.cu").write_text("int before;\n")
+    (probe / "probe.yaml").write_text("run: probe-trial\nkernels:\n  - {id: old, source: k_before.cu}\n")
     (probe / "k.patch").write_text("--- a/kernels/k.cu\n+++ b/kernels/k.cu\n@@ -1 +1 @@\n-int before;\n+int after;\n")
     fake = tmp_path / "fakepy"
     fake.write_text(FAKE_PY.replace("{python}", sys.executable))
@@ -55,7 +54,7 @@ def test_the_probe_sees_the_patch_and_the_tree_comes_back(tree, rc):
     t, fake = tree
     assert _run(t, fake, rc).returncode == rc
     seen = (t / "seen_during_probe.txt").read_text()
-    assert "int after;" in seen and "k_before.cu" in seen  # patched source and the copy of the old one
+    assert "int after;" in seen and "k_before.cu" in seen  # patched source and the copy of the committed one
     assert (t / "kernels" / "k.cu").read_text() == "int before;\n"
     assert not (t / "kernels" / "k_before.cu").exists()
 
@@ -69,19 +68,17 @@ def test_a_file_the_patch_adds_is_removed_again(tree):
     assert (t / "kernels" / "k.cu").read_text() == "int before;\n" and not (t / "kernels" / "new.cuh").exists()
 
 
-def test_a_stale_before_copy_is_refused(tree):
-    """X_before.cu must be the committed kernels/X.cu: otherwise the patch was made against another source."""
+def test_the_before_copy_is_the_committed_source(tree):
+    """k_before.cu, which probe.yaml names, is made from HEAD's kernels/k.cu for the run."""
     t, fake = tree
-    (t / "reports" / "probes" / "trial" / "k_before.cu").write_text("int older;\n")
-    proc = _run(t, fake)
-    assert proc.returncode == 2 and "is not the committed kernels/k.cu" in proc.stderr
-    assert not (t / "seen_during_probe.txt").exists() and not (t / "kernels" / "k_before.cu").exists()
+    fake.write_text(fake.read_text().replace("cat kernels/k.cu >", "cat kernels/k_before.cu kernels/k.cu >"))
+    assert _run(t, fake).returncode == 0
+    assert (t / "seen_during_probe.txt").read_text().startswith("int before;\nint after;\n")
 
 
-def test_uncommitted_changes_in_a_patched_file_are_refused(tree):
+def test_a_before_copy_of_a_source_head_lacks_is_refused(tree):
     t, fake = tree
-    (t / "kernels" / "k.cu").write_text("int mine;\n")
+    (t / "reports" / "probes" / "trial" / "probe.yaml").write_text("kernels:\n  - {source: gone_before.cu}\n")
     proc = _run(t, fake)
-    assert proc.returncode == 2 and "uncommitted changes in kernels/k.cu" in proc.stderr
-    assert (t / "kernels" / "k.cu").read_text() == "int mine;\n"  # nothing of the user's is touched
-    assert not (t / "seen_during_probe.txt").exists()
+    assert proc.returncode == 2 and "HEAD has no kernels/gone.cu" in proc.stderr
+    assert not (t / "seen_during_probe.txt").exists() and not (t / "kernels" / "gone_before.cu").exists()

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # A probe of a change on trial, kept as a patch beside its probe configuration (reports/probes/<name>/:
-# one or more *.patch against the configured sources, the sources they replace as *_before.cu when the
-# probe times before and after in one run, and probe.yaml): apply, run tools/probe.sh, put the tree back.
+# one or more *.patch against the committed sources, and probe.yaml): apply, run tools/probe.sh, put the
+# tree back. A stage of probe.yaml whose source is X_before.cu times the committed kernels/X.cu beside
+# the patched one: the copy is made from HEAD for the run (the patch is made against HEAD, so the copy
+# is what it replaces) and removed after.
 #   bash tools/probe_patch.sh reports/probes/narrow_loads [KEY=VALUE config items]
 # Exits with the probe's status. The tree is restored whatever happens (files the patches change checked
 # out again, files they add removed, the copies removed; a failed restore is an error); the probe's
 # results stay in results/<run> and reports/<run>. Refuses to start on a tree whose patched files have
-# uncommitted changes (restoring them would lose those), or whose kernels/X.cu is no longer what
-# X_before.cu archived (the patch was made against another source).
+# uncommitted changes, since restoring them would lose those.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 dir=${1:?usage: tools/probe_patch.sh reports/probes/<name> [KEY=VALUE ...]}
@@ -15,7 +16,7 @@ shift
 [ -f "$dir/probe.yaml" ] || { echo "probe_patch: no $dir/probe.yaml" >&2; exit 2; }
 shopt -s nullglob
 patches=("$dir"/*.patch)
-befores=("$dir"/*_before.cu)
+mapfile -t befores < <(grep -oE "[A-Za-z0-9_]+_before\.cu" "$dir/probe.yaml" | sort -u)
 [ ${#patches[@]} -gt 0 ] || { echo "probe_patch: no *.patch in $dir" >&2; exit 2; }
 mapfile -t files < <(git apply --numstat "${patches[@]}" | cut -f3)
 tracked=() added=()
@@ -30,13 +31,10 @@ for f in "${added[@]+"${added[@]}"}"; do
   [ -e "$f" ] && { echo "probe_patch: $f, which a patch adds, exists already" >&2; exit 2; }
 done
 copies=()
-for f in "${befores[@]+"${befores[@]}"}"; do
-  name=$(basename "$f")
+for name in "${befores[@]+"${befores[@]}"}"; do
   [ -e "kernels/$name" ] && { echo "probe_patch: kernels/$name exists already" >&2; exit 2; }
-  if ! git show "HEAD:kernels/${name%_before.cu}.cu" 2>/dev/null | cmp -s - "$f"; then
-    echo "probe_patch: $f is not the committed kernels/${name%_before.cu}.cu: the patch was made against another source" >&2
-    exit 2
-  fi
+  git cat-file -e "HEAD:kernels/${name%_before.cu}.cu" 2>/dev/null \
+    || { echo "probe_patch: $dir/probe.yaml names $name, but HEAD has no kernels/${name%_before.cu}.cu" >&2; exit 2; }
   copies+=("kernels/$name")
 done
 restore() {
@@ -49,6 +47,6 @@ restore() {
   fi
 }
 trap restore EXIT
-for f in "${befores[@]+"${befores[@]}"}"; do cp "$f" kernels/; done
+for name in "${befores[@]+"${befores[@]}"}"; do git show "HEAD:kernels/${name%_before.cu}.cu" > "kernels/$name"; done
 git apply "${patches[@]}" || { echo "probe_patch: ${patches[*]} do not apply to this tree" >&2; exit 2; }
 bash tools/probe.sh "$dir/probe.yaml" "$@"
