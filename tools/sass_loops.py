@@ -2,7 +2,7 @@
 look at a main loop's schedule, for comparing two builds of one stage without a GPU.
 
     python tools/sass_loops.py build.sass [other.sass ...]      # `cuobjdump -sass` listings
-    python tools/sass_loops.py --cubin kernel.cubin             # runs cuobjdump itself
+    python tools/sass_loops.py --cubin results/local/build/11_general.bin   # a build's cubin
 
 For every loop (a backward branch) of at least --min-length instructions it prints: its length, the
 global loads in it and where the first one is issued (instructions from the loop's top), the shared
@@ -22,9 +22,11 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
-import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 _INSTR = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _PRED = re.compile(r"^@!?U?P\w+\s+")
@@ -115,16 +117,17 @@ def describe(loop: Loop, near: int) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+")
-    ap.add_argument("--cubin", action="store_true", help="the files are cubins: list them with cuobjdump -sass")
+    ap.add_argument("--cubin", action="store_true", help="the files are cubins (a build's .bin): list them with cuobjdump")
     ap.add_argument("--min-length", type=int, default=100)
     ap.add_argument("--near", type=int, default=12)
     args = ap.parse_args(argv)
     for path in args.files:
         if args.cubin:
-            try:
-                sass = subprocess.run(["cuobjdump", "-sass", path], capture_output=True, text=True, check=True).stdout
-            except (OSError, subprocess.CalledProcessError) as exc:
-                print(f"sass_loops: cuobjdump -sass {path} failed: {exc}", file=sys.stderr)
+            from sgemm_lab.gpu.sass import listing  # finds cuobjdump as the build step does
+
+            sass = listing(Path(path))
+            if sass is None:
+                print(f"sass_loops: no SASS listing of {path} (cuobjdump missing, or not a cubin)", file=sys.stderr)
                 return 1
         else:
             with open(path) as f:

@@ -60,24 +60,31 @@ def cuobjdump() -> str | None:
     return None
 
 
+def listing(cubin: Path) -> str | None:
+    """``cuobjdump -sass`` of the cubin file ``cubin``; None when cuobjdump is not available or cannot
+    read it."""
+    exe = cuobjdump()
+    if exe is None:
+        return None
+    try:
+        # cuobjdump runs nvdisasm, which sits beside it (toolkit or wheel)
+        env = dict(os.environ, PATH=os.pathsep.join([str(Path(exe).parent), os.environ.get("PATH", "")]))
+        out = subprocess.run([exe, "-sass", str(cubin)], capture_output=True, text=True, timeout=120, env=env)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
 def record(cubin: bytes, entry: str) -> dict:
     """``sass_<family>`` counts (lower case) and ``sass_total`` of ``entry`` in ``cubin``; empty when
     cuobjdump is not available or cannot read it (the build goes on without them)."""
-    exe = cuobjdump()
-    if exe is None:
-        return {}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)
-        try:
-            # cuobjdump runs nvdisasm, which sits beside it (toolkit or wheel)
-            env = dict(os.environ, PATH=os.pathsep.join([str(Path(exe).parent), os.environ.get("PATH", "")]))
-            out = subprocess.run([exe, "-sass", str(path)], capture_output=True, text=True, timeout=120, env=env)
-        except (OSError, subprocess.SubprocessError):
-            return {}
-    if out.returncode != 0:
+        text = listing(path)
+    if text is None:
         return {}
-    c = counts(out.stdout, entry)
+    c = counts(text, entry)
     if not c:
         return {}
     return {f"sass_{f.lower()}": int(c.get(f, 0)) for f in FAMILIES} | {"sass_total": int(sum(c.values()))}
