@@ -78,14 +78,14 @@ def drawn_as_now(row: dict) -> bool | None:
 def numpy_differs(table: Path, row: dict) -> str | None:
     """The run's NumPy version when it is not the one here and the row's normal values may then differ
     in the last bit of a rare value; None otherwise (or where the run did not record one)."""
-    import json
-
     import numpy as np
+
+    from sgemm_lab.pipeline import io
 
     if (row.get("distribution") or "uniform") != "normal":
         return None
     try:
-        theirs = json.loads((table.parent / "environment.json").read_text())["packages"]["numpy"]
+        theirs = io.read_json(table.parent / "environment.json")["packages"]["numpy"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return theirs if theirs and theirs != np.__version__ else None
