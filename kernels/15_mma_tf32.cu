@@ -30,6 +30,17 @@
 // relative error 1.1e-4 at K = 16384, growing linearly with K). With RN_ACC each k-step's three products
 // are summed from zero in the tensor core and added to the running sum by an FP32 FADD, which rounds to
 // nearest: the running sum never sees a truncated addition.
+//
+// Split-K (SPLIT_SLOTS > 0): an output of few tiles (256 x 256 is 4 of the 264 blocks two per SM would
+// hold) leaves the GPU idle and sums K / 8 k-steps in one long running sum, whose roundings grow with
+// K. The launch plan then gives the grid a third dimension of S K-slices (tiles * S <= SPLIT_SLOTS);
+// block z runs K-tiles [z * ceil(T / S), ...) of the T, and the partial tiles meet in a fixed binary
+// tree (split_tree in common.cuh): deterministic, log2(S) tile reads on the critical path, and a sum of
+// K / (8 S) steps plus log2(S) levels instead of K / 8 steps.
+//
+// WIDE_RANGE = 1 (with TF32X3; the default): a B row of a K-tile whose values all lie below 2^-100 is
+// scaled up by a power of two, and A's matching column down by the same power, before the split, so
+// that B's small parts stay out of FP32's subnormal range (see the main loop).
 
 #include "common.cuh"
 
@@ -60,6 +71,12 @@
 #ifndef RN_ACC
 #define RN_ACC 0
 #endif
+#ifndef WIDE_RANGE
+#define WIDE_RANGE 1   // TF32X3: B rows below 2^-100 scaled up (and A's columns down) before the split
+#endif
+#ifndef SPLIT_SLOTS
+#define SPLIT_SLOTS 0  // blocks the split-K workspace holds (launch plan: tiles * slices <= this); 0: no split
+#endif
 
 constexpr int NTHREADS = 32 * (BM / WTM) * (BN / WTN);  // one warp per warp tile
 #ifdef THREADS
@@ -80,6 +97,15 @@ static_assert((BM * BK) % (4 * NTHREADS) == 0 && (BK * BN) % (4 * NTHREADS) == 0
               "the A and B tiles must be whole float4 per thread");
 static_assert(NTHREADS % (BK / 4) == 0 && NTHREADS % (BN / 4) == 0, "a thread keeps its copy column");
 static_assert(STAGES >= 2, "the ring needs at least two slots");
+static_assert(SPLIT_SLOTS >= 0, "SPLIT_SLOTS >= 0 (0: no split-K)");
+static_assert(!(TF32X3 && WIDE_RANGE) || BN / 4 == 32, "TF32X3's wide-range scaling takes one warp per B row (BN = 128)");
+
+#if SPLIT_SLOTS > 0
+// Split-K scratch: one partial tile per block of a split launch, thread-major (split_tree), and one
+// counter per tree node of each tile (S - 1 of a tile's S slots).
+__device__ float4 splitPartials[(size_t)SPLIT_SLOTS * TM * TN * NTHREADS];
+__device__ unsigned int splitArrivals[SPLIT_SLOTS];
+#endif
 
 // d += a * b for one 16 x 8 x 8 tile (TF32 inputs, FP32 accumulators).
 __device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
@@ -100,7 +126,14 @@ sgemm_mma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
     const int g = lane / 4, t = lane % 4;  // the fragment coordinates of this lane (see above)
     const int warpRow = warp / (BN / WTN), warpCol = warp % (BN / WTN);
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-    const int numTiles = K / BK;
+    // K-tiles of this block: all of them, or slice z of the S = gridDim.z slices.
+    const int S = gridDim.z, z = blockIdx.z;
+    const int perSlice = (K / BK + S - 1) / S, kBegin = z * perSlice;
+    const int numTiles = max(0, min(K / BK, kBegin + perSlice) - kBegin);
+#if SPLIT_SLOTS > 0
+    if (S > 1 && gridDim.x * gridDim.y * S > SPLIT_SLOTS)
+        __trap();  // the launch plan keeps tiles * slices within the workspace: never write past it
+#endif
 
     // Copy maps of stage 14: float4 number tid + j * THREADS of each row-major tile; the thread's
     // column is fixed, its rows step by A_STEP (B_STEP).
@@ -109,7 +142,8 @@ sgemm_mma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
     const float* bG = B + (size_t)(tid / (BN / 4)) * N + col0 + (tid % (BN / 4)) * 4;
     const int aS = (tid / (BK / 4)) * AS_LD + (tid % (BK / 4)) * 4;
     const int bS = (tid / (BN / 4)) * BS_LD + (tid % (BN / 4)) * 4;
-    auto issue = [&](int kt, int s) {
+    auto issue = [&](int kt, int s) {  // the slice's K-tile kt into ring slot s
+        kt += kBegin;
 #pragma unroll
         for (int j = 0; j < BM / A_STEP; ++j)
             cp_async_16(smem_u32(&As[s * A_STAGE + aS + j * A_STEP * AS_LD]), aG + (size_t)j * A_STEP * K + kt * BK);
@@ -131,7 +165,49 @@ sgemm_mma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
     }
     for (int kt = 0; kt < numTiles; ++kt) {
         cp_async_wait<STAGES - 2>();  // tile kt has landed (this thread's copies) ...
+#if TF32X3 && WIDE_RANGE
+        // Wide-range inputs: the TF32 small part of a value below about 2^-115 is subnormal and keeps
+        // only a few bits. Each thread looks at the B values it copied itself (visible to it after the
+        // wait), and the barrier that publishes the tile also ORs what they found, so the common case
+        // costs two shared loads and no extra barrier. Where a B row k of the tile has no value at or
+        // above 2^-100 (rare: a block-wide branch), that row is scaled up by 2^shift and A's column k
+        // down by the same power in shared memory: every product a * b is unchanged (powers of two), so
+        // nothing downstream needs a correction. One warp holds each B row (BN / 4 = 32 copy lanes).
+        {
+            // a value whose small part would be subnormal; zeros (their parts are zero) do not count
+            auto below = [](float v) { return v != 0.0f && fabsf(v) < 0x1p-100f; };
+            float* bt = &Bs[(kt % STAGES) * B_STAGE];
+            float4 own[BK / B_STEP];
+            bool tiny = false;
+#pragma unroll
+            for (int j = 0; j < BK / B_STEP; ++j) {
+                own[j] = load4(bt + bS + j * B_STEP * BS_LD);
+                tiny |= below(own[j].x) || below(own[j].y) || below(own[j].z) || below(own[j].w);
+            }
+            if (__syncthreads_or(tiny)) {  // ... everyone's; and nobody still reads tile kt-1's slot
+                float* at = &As[(kt % STAGES) * A_STAGE];
+#pragma unroll
+                for (int j = 0; j < BK / B_STEP; ++j) {
+                    float mx = fmaxf(fmaxf(fabsf(own[j].x), fabsf(own[j].y)), fmaxf(fabsf(own[j].z), fabsf(own[j].w)));
+#pragma unroll
+                    for (int o = 1; o < 32; o *= 2)
+                        mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
+                    const int shift = max(0, (127 - 100) - (__float_as_int(mx) >> 23));  // 0 unless max < 2^-100
+                    if (shift) {  // warp-uniform
+                        const float up = __int_as_float((127 + shift) << 23), down = __int_as_float((127 - shift) << 23);
+                        store4(bt + bS + j * B_STEP * BS_LD,
+                               make_float4(own[j].x * up, own[j].y * up, own[j].z * up, own[j].w * up));
+                        const int k = tid / (BN / 4) + j * B_STEP;  // this warp's B row: A's column k
+                        for (int m = lane; m < BM; m += 32)
+                            at[m * AS_LD + k] *= down;
+                    }
+                }
+                __syncthreads();  // the scaled tiles are in place before any fragment load
+            }
+        }
+#else
         __syncthreads();              // ... everyone's; and nobody still reads tile kt-1's slot
+#endif
         const int next = kt + STAGES - 1;
         if (next < numTiles)
             issue(next, next % STAGES);
@@ -176,6 +252,15 @@ sgemm_mma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         }
     }
     cp_async_wait<0>();  // no copy may still target shared memory when the block exits
+#if SPLIT_SLOTS > 0
+    if (S > 1) {  // the slices of this tile meet in the tree; only its root goes on to write C
+        const int tile = blockIdx.y * gridDim.x + blockIdx.x;
+        float4* slots = splitPartials + (size_t)tile * S * TM * TN * NTHREADS + tid;
+        if (!split_tree<TM * TN * 4, NTHREADS>(reinterpret_cast<float(&)[TM * TN * 4]>(acc), slots,
+                                                splitArrivals + tile * S, S, z))
+            return;
+    }
+#endif
 
     // Epilogue: acc[i][j] holds C rows r and r + 8 (r = warp's row + 16 i + g), columns c, c + 1
     // (c = warp's column + 8 j + 2 t): two float2 per tile. C is read only when beta != 0.

@@ -177,11 +177,12 @@ __device__ __forceinline__ void narrowBlock(int M, int N, int K, float alpha, co
 #pragma unroll
             for (int j = 0; j < KPL; ++j)
                 aNow[r][j] = a[r][j];
+        // The next K-step's loads, in flight during this step's FMAs. Unconditional (the last step
+        // reloads its own, and does not store it): under an `if`, ptxas sank them below the FMAs, to
+        // just before the shared stores, so that every K-step waited out a whole DRAM latency.
         const bool more = t + 1 < tEnd;
-        if (more) {  // next K-step's loads in flight during this step's FMAs
-            loadA(t + 1);
-            loadB(t + 1);
-        }
+        loadA(min(t + 1, tEnd - 1));
+        loadB(min(t + 1, tEnd - 1));
 #pragma unroll
         for (int j = 0; j < KPL; ++j) {
             const float* bRow = Bs + buf * BK * LD + (32 * j + lane) * LD;

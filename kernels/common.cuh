@@ -101,3 +101,68 @@ __device__ __forceinline__ void split(float x, unsigned& big, unsigned& small) {
     big = to_tf32(x);
     small = to_tf32(x - __uint_as_float(big));
 }
+
+// ---- Split-K: partial tiles summed by a fixed binary tree ----------------------------------------
+
+// The S blocks of one output tile each hold, in registers, the partial sum of their K-slice z: NACC
+// floats per thread, in an order only this thread needs to know (its sibling block's thread tid has
+// the same order). They meet in a fixed binary tree over slice indices: a block holds the sum of the
+// span [lo, lo + 2^l); where the sibling span exists it stores that sum at slot lo (thread-major, so
+// that a warp's stores are whole lines) and counts itself in at the node, whose midpoint parent + 2^l
+// is unique to it (counter parent + 2^l - 1 of the tile's S - 1). The first of the two to arrive
+// stops; the second adds the other's sum and climbs. Every node adds the same two sums whatever the
+// order of arrival (a + b == b + a exactly), so the result never depends on timing; the critical path
+// is log2(S) reads and writes of a tile. `slots` points at this tile's S slots and this thread's
+// first float4, `counters` at the tile's S - 1 counters; the second block at a node resets its
+// counter, so the next launch starts from zero. Returns true in the block that holds the root (the
+// whole sum), which then writes C; every other block returns false and must exit without writing.
+// Called by all NTHREADS threads of the block.
+template <int NACC, int NTHREADS>
+__device__ __forceinline__ bool split_tree(float (&acc)[NACC], float4* slots, unsigned* counters, int S, int z) {
+    static_assert(NACC % 4 == 0, "the partial tile is stored as float4");
+    constexpr int QUADS = NACC / 4;
+    __shared__ bool second;  // this block is the second of the two to reach the node
+    int lo = z;
+    for (int span = 1; span < S; span *= 2) {
+        const int parent = lo & ~(2 * span - 1), sib = lo == parent ? parent + span : parent;
+        if (parent + span >= S) {  // no sibling span at this level: climb alone
+            lo = parent;
+            continue;
+        }
+        float4* mine = slots + (size_t)lo * QUADS * NTHREADS;
+#pragma unroll
+        for (int q = 0; q < QUADS; ++q)
+            __stcg(mine + q * NTHREADS, make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]));
+        __threadfence();  // the sum is visible GPU-wide before this block counts itself in
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned* count = &counters[parent + span - 1];
+            second = atomicAdd(count, 1u) == 1u;
+            if (second)
+                *count = 0;  // both have counted: ready for the next launch
+        }
+        __syncthreads();
+        if (!second)
+            return false;
+        __threadfence();  // order the reads of the sibling's sum after the count
+        const float4* other = slots + (size_t)sib * QUADS * NTHREADS;
+#pragma unroll
+        for (int q0 = 0; q0 < QUADS; q0 += 4) {  // 4 float4 in flight: no second accumulator set
+            float4 v[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (q0 + j < QUADS)
+                    v[j] = __ldcg(other + (q0 + j) * NTHREADS);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (q0 + j < QUADS) {
+                    acc[4 * (q0 + j)] += v[j].x;
+                    acc[4 * (q0 + j) + 1] += v[j].y;
+                    acc[4 * (q0 + j) + 2] += v[j].z;
+                    acc[4 * (q0 + j) + 3] += v[j].w;
+                }
+        }
+        lo = parent;
+    }
+    return true;
+}
