@@ -114,6 +114,16 @@ def test_split_k_fills_idle_slots_without_empty_slices(m, n, k, want):
         assert k_tiles // grid[2] >= geometry.SPLIT_MIN_KTILES
 
 
+@pytest.mark.parametrize("split_min,want", [(8, 1), (4, 2), (2, 5), (1, 10), (0, 10)])
+def test_split_min_sets_the_shortest_slice(split_min, want):
+    # 256 x 192 x 320 at 128 x 128 x 32 in clusters of 2: 4 blocks, 10 K-steps
+    s = _split_spec(BK=32, CLUSTER_N=2, SPLIT_SLOTS=132, SPLIT_MAX=64, SPLIT_MIN=split_min)
+    shape = Shape(m=256, n=192, k=320)
+    assert geometry.splits(s, shape) == geometry.plan(s, shape).grid[2] == want
+    if want > 1:
+        assert 10 // want >= max(1, split_min)
+
+
 def test_split_k_counts_the_spare_blocks_of_a_cluster():
     # 128 x 96 is one tile, but clusters of 2 along N launch two blocks: 132 // 2 = 66 slices wanted,
     # 1536 K-steps in slices of 24: 64

@@ -259,9 +259,9 @@ def splits(spec: KernelSpec, shape: Shape) -> int:
     """K-slices for a split-K kernel on ``shape`` (1 = no split).
 
     When the output tiles alone leave most of the ``SPLIT_SLOTS`` resident blocks idle, K is cut into
-    as many slices as fit (at most ``SPLIT_MAX``, each at least ``SPLIT_MIN_KTILES`` K-steps deep), so
-    that tiles * slices <= SPLIT_SLOTS, the size of the kernel's workspace. Slices are equal in
-    K-steps; the count is then reduced so that none is empty.
+    as many slices as fit (at most ``SPLIT_MAX``, each at least ``SPLIT_MIN`` K-steps deep, by default
+    ``SPLIT_MIN_KTILES``), so that tiles * slices <= SPLIT_SLOTS, the size of the kernel's workspace.
+    Slices are equal in K-steps; the count is then reduced so that none is empty.
     """
     p = spec.params
     slots = p.get("SPLIT_SLOTS", 0)
@@ -270,7 +270,7 @@ def splits(spec: KernelSpec, shape: Shape) -> int:
     cluster = p.get("CLUSTER_N", 1)  # a cluster's spare blocks past N hold resident slots too
     tiles = _cdiv(shape.m, p["BM"]) * _cdiv(_cdiv(shape.n, p["BN"]), cluster) * cluster
     k_tiles = _cdiv(shape.k, p["BK"])
-    s = min(slots // tiles, k_tiles // SPLIT_MIN_KTILES, p.get("SPLIT_MAX", slots))
+    s = min(slots // tiles, k_tiles // max(1, p.get("SPLIT_MIN", SPLIT_MIN_KTILES)), p.get("SPLIT_MAX", slots))
     if s <= 1:
         return 1
     return _cdiv(k_tiles, _cdiv(k_tiles, s))
