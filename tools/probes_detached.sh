@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Several probes side by side on the GPU host, detached so that they outlive the command that started
-# them (a host that limits one command's time). `start DIR...` clones the committed tree once per probe
-# under /tmp (a probe with patches changes its tree while it runs), and runs in each, in a session of its
+# them (a host that limits one command's time). `start DIR...` copies the tree once per probe under /tmp
+# (a probe with patches changes its tree while it runs), and runs in each, in a session of its
 # own, tools/probe_patch.sh DIR (a folder with *.patch) or tools/probe.sh DIR/probe.yaml. The host's GPU
 # lock (sgemm_lab.measure.gpulock) keeps every timed step of one probe apart from all GPU work of the
 # others, so their builds and checks overlap and their timings do not. `wait SECONDS` waits that long at
@@ -24,7 +24,12 @@ if [ "$action" = start ]; then
   for dir in "$@"; do
     [ -f "$dir/probe.yaml" ] || { echo "probes_detached: no $dir/probe.yaml" >&2; exit 2; }
     name=$(basename "$dir")
-    git clone -q . "$base/$name" || exit 1
+    # A copy of the tree as it is here (the host's copy of .git need not know the latest commits), made a
+    # commit of its own when it differs from that HEAD, since probe_patch.sh restores files from HEAD.
+    mkdir -p "$base/$name"
+    tar --exclude=./.venv --exclude=./.whl --exclude=./results --exclude=./.snakemake -cf - . | tar -xf - -C "$base/$name" || exit 1
+    (cd "$base/$name" && git add -A && { git diff --cached --quiet || git -c user.name=probe -c user.email=probe@localhost \
+      commit -qm "the tree as sent to the probe"; }) || exit 1
     if compgen -G "$dir/*.patch" > /dev/null; then cmd="bash tools/probe_patch.sh '$dir'"; else cmd="bash tools/probe.sh '$dir/probe.yaml'"; fi
     PY=$PY setsid nohup bash -c "cd '$base/$name' && $cmd > '$base/$name.log' 2>&1; echo \$? > '$base/$name.rc'" \
       > /dev/null 2>&1 < /dev/null &
