@@ -1,3 +1,24 @@
+rule precompile:
+    """Compile, side by side, every stage the builds will compile (epilogue variants and dispatch
+    candidates too) into PyCUDA's compile cache: the builds that follow, one at a time under --cores 1,
+    load their binaries from there. The builds take its output as ancient() input: they wait for it,
+    but a kernel edited later rebuilds its own stage only."""
+    input:
+        env=ENV_JSON,
+        sources=kernel_sources(),
+    output:
+        f"{RESULTS}/build/precompiled.json",
+        status=f"{RESULTS}/status/precompile.json",
+    log:
+        f"{RESULTS}/logs/build/precompile.log",
+    params:
+        options=precompile_options,
+    conda:
+        "../../env/conda.yaml"
+    script:
+        "../scripts/precompile.py"
+
+
 rule build:
     """Compile one stage for the machine at hand (PyCUDA for kernels, the C compiler for host stages);
     record registers, shared and local memory. An autotuned stage first picks its configuration."""

@@ -28,6 +28,21 @@ wildcard_constraints:
     kernel="|".join(LAB.implementations),
 
 
+def kernel_sources():
+    """Every file under kernels/ that a build may compile (stage sources and their headers)."""
+    from sgemm_lab.config.records import KERNEL_DIR
+
+    return sorted({str(k.source_path) for k in LAB.kernels if k.source} | {str(p) for p in KERNEL_DIR.glob("*.cuh")})
+
+
+def precompile_options(wildcards):
+    """What the precompile step compiles, as flags: a change of any stage's parameters reruns it."""
+    from sgemm_lab.gpu.compile import compile_options
+    from sgemm_lab.pipeline.build import precompile_specs
+
+    return {sp.id: " ".join(compile_options(sp)) for sp in precompile_specs(LAB)}
+
+
 def build_inputs(wildcards):
     """A stage's source; an autotuned stage's candidates' sources and their tile sweeps; a dispatch
     stage's base source and its shape sweep."""
@@ -44,7 +59,10 @@ def build_inputs(wildcards):
             "sources": [str(LAB.kernel(k).source_path) for k in spec.tune_from],
             "sweeps": [f"{REPORTS}/sweeps/{k}.csv" for k in spec.tune_from],
         }
-    return {"env": ENV_JSON, "source": str(spec.source_path)}
+    if spec.backend == "host":
+        return {"env": ENV_JSON, "source": str(spec.source_path)}
+    return {"env": ENV_JSON, "source": str(spec.source_path),
+            "precompiled": ancient(f"{RESULTS}/build/precompiled.json")}
 
 
 def impl_inputs(wildcards):
@@ -169,7 +187,7 @@ def all_statuses():
         "epilogue": [k.id for k in LAB.fused],
     }
     paths = [f"{s}/{step}/{kernel}.json" for step, kernels in per_kernel.items() for kernel in kernels]
-    paths += [f"{s}/ceilings.json"] if LAB.gpu_implementations else []
+    paths += [f"{s}/ceilings.json", f"{s}/precompile.json"] if LAB.gpu_implementations else []
     paths += [f"{s}/profile.json"] if all_profiles() else []
     paths += [f"{s}/sanitize.json"] if all_sanitize() else []
     paths += [f"{s}/failure_tests.json"] if LAB.failure_tests else []

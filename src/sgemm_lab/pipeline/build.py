@@ -28,6 +28,46 @@ def _epilogue_variants(cfg: LabConfig, spec) -> list:
     return out
 
 
+def precompile_specs(cfg: LabConfig) -> list:
+    """What the builds of ``cfg`` compile that is known before any GPU has measured anything: every plain
+    GPU stage with its epilogue variants, and every candidate of a dispatch stage (autotuned stages are
+    picked from their sweeps, which compile their own points; host stages use the C compiler)."""
+    from dataclasses import replace
+
+    from ..dispatch.choice import candidate_specs
+
+    out = []
+    for spec in cfg.kernels:
+        if spec.backend == "host" or spec.autotuned:
+            continue
+        if spec.dispatched:
+            out += candidate_specs(cfg, spec)
+        else:
+            out += [spec, *(replace(v, id=f"{spec.id}.epilogue{i}") for i, v in enumerate(_epilogue_variants(cfg, spec)))]
+    return out
+
+
+def precompile(cfg: LabConfig, *, env_json: Path, out: Path, jobs: int | None = None) -> None:
+    """Compile ``precompile_specs`` side by side into PyCUDA's compile cache (nvcc only, no GPU, at low
+    priority), so that the per-stage builds, which run one at a time under ``--cores 1``, find their
+    binaries there. A stage that does not compile is left to its own build, which fails with its own
+    log; here it is only counted."""
+    import os
+
+    from ..gpu.build import compile_many
+
+    specs = precompile_specs(cfg)
+    arch = io.read_json(env_json)["gpu"]["arch"]
+    t0 = time.perf_counter()
+    results = compile_many(specs, arch, jobs=jobs or os.cpu_count() or 1)
+    dt = time.perf_counter() - t0
+    failed = [sp.id for sp, (_, err) in zip(specs, results) if err is not None]
+    log.info("precompiled %d builds in %.1f s (%d jobs)%s", len(specs) - len(failed), dt, jobs or os.cpu_count() or 1,
+             f"; left to their own builds: {', '.join(failed)}" if failed else "")
+    io.write_json(out, dict(compiled=[sp.id for sp in specs if sp.id not in failed], failed=failed,
+                            seconds=round(dt, 3), arch=arch))
+
+
 def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, record_out: Path,
           sweeps: list[Path] = (), shape_sweep: Path | None = None) -> None:
     """Compile one stage for the machine at hand; record its resources (and, if autotuned, its pick;

@@ -39,7 +39,7 @@ from .outcome import FAILED, NOT_RUN, OK, StepRecord, StepStatus, first_line
 log = logs.log
 
 # Steps whose failure is one stage's (or one figure's) problem: recorded, and the run goes on.
-TOLERANT = {"build", "check", "sanitize", "bench", "profile", "sweep", "shape_sweep", "epilogue", "ceilings",
+TOLERANT = {"precompile", "build", "check", "sanitize", "bench", "profile", "sweep", "shape_sweep", "epilogue", "ceilings",
             "failure_tests", "plot"}
 
 
@@ -68,6 +68,7 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], StepStatus | None]:
     ceilings = _optional(getattr(i, "ceilings", None))  # none when nothing runs on a GPU
     table: dict[str, Callable[[LabConfig], StepStatus | None]] = {
         "environment": lambda c: environment_step.environment(c, out=Path(o[0])),
+        "precompile": lambda c: build_step.precompile(c, env_json=Path(i.env), out=Path(o[0])),
         "build": lambda c: build_step.build(c, impl, env_json=Path(i.env), binary_out=Path(o.binary),
                                    record_out=Path(o.record), sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
                                    shape_sweep=_optional(getattr(i, "shape_sweep", None))),
@@ -149,7 +150,7 @@ def _profile(smk, rec: StepRecord) -> None:
         io.write_csv(Path(out), [], columns=profile_step.PROFILE_COLUMNS)
 
 
-def _ceilings(smk, rec: StepRecord) -> None:
+def _status_json(smk, rec: StepRecord) -> None:
     io.write_json(Path(smk.output[0]), dict(status=rec.status, message=rec.message))
 
 
@@ -164,6 +165,7 @@ def _figures(smk, rec: StepRecord) -> None:
 
 # What a failed step leaves in place of its results: valid, empty, and never mistaken for a result.
 EMPTY_OUTPUTS: dict[str, Callable] = {
+    "precompile": _status_json,  # the builds compile for themselves
     "build": _build,
     "check": _check,
     "sanitize": _sanitize,
@@ -174,7 +176,7 @@ EMPTY_OUTPUTS: dict[str, Callable] = {
     "epilogue": _empty_csv(["m", "n", "k", "act", "implementation", "padded", "verified", "tflops", "median_ms",
                             "reason"]),
     "failure_tests": _empty_csv(["case", "test", "outcome", "message", "seconds"]),
-    "ceilings": _ceilings,
+    "ceilings": _status_json,
     "plot": _figures,
 }
 
