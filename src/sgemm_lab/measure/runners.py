@@ -170,15 +170,18 @@ class GpuRunner(_Tolerance):
     def _run_fn(self, bufs, problem):
         return device_run(self.launch, self.stream, bufs, problem)
 
-    def check(self, shape: Shape, seed: int, dist: Distribution = UNIFORM) -> list[dict]:
+    def check(self, shape: Shape, seed: int, dist: Distribution = UNIFORM, *, inputs: Path | None = None) -> list[dict]:
+        """The check modes at ``shape`` on the inputs of ``seed`` (kept under ``inputs`` for the other
+        implementations' checks: ``shared_inputs``), against cuBLAS on the same inputs."""
         from ..gpu.buffers import Buffers
+        from .shared_inputs import problem
 
-        p = verify.make_problem(shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed, dist=dist)
+        p, refs = problem(inputs, shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed, dist=dist)
         if self._baseline is None:
             self._baseline = CublasBaseline(self.stream)
         bufs = Buffers(shape)
         try:
-            rows = _check_rows(p, verify.references(p), self._run_fn(bufs, p), self.precision, self.cfg.check,
+            rows = _check_rows(p, refs, self._run_fn(bufs, p), self.precision, self.cfg.check,
                                self._baseline.for_problem(p, bufs))
         finally:
             bufs.free()
@@ -278,7 +281,7 @@ class HostRunner(_Tolerance):
 
         return run
 
-    def _checked(self, p: verify.Problem) -> list[dict]:
+    def _checked(self, p: verify.Problem, refs) -> list[dict]:
         """The check modes, against cuBLAS on the same inputs where this process holds a GPU (its step took
         the GPU lock and pinned it); else the FP32 class has its absolute bound alone (fp32_basis)."""
         from .gpulock import pinned
@@ -291,14 +294,16 @@ class HostRunner(_Tolerance):
                 self._baseline = self._baseline or CublasBaseline()
                 bufs = Buffers(p.shape)
                 baseline = self._baseline.for_problem(p, bufs)
-            return _check_rows(p, verify.references(p), self._run_fn(p), self.precision, self.cfg.check, baseline)
+            return _check_rows(p, refs, self._run_fn(p), self.precision, self.cfg.check, baseline)
         finally:
             if bufs is not None:
                 bufs.free()
 
-    def check(self, shape: Shape, seed: int, dist: Distribution = UNIFORM) -> list[dict]:
-        p = verify.make_problem(shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed, dist=dist)
-        return self._checked(p)
+    def check(self, shape: Shape, seed: int, dist: Distribution = UNIFORM, *, inputs: Path | None = None) -> list[dict]:
+        from .shared_inputs import problem
+
+        return self._checked(*problem(inputs, shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed,
+                                      dist=dist))
 
     def bench(self, shape: Shape, seed: int, timing: TimingSettings) -> dict:
         p = verify.make_problem(shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed)

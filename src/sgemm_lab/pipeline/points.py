@@ -15,7 +15,8 @@ from .logs import setup as setup_logging
 from .outcome import StepStatus
 
 
-def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | None, kind: str):
+def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | None, kind: str,
+                 inputs: str | None = None):
     """Built in the isolated child process: verifies (``check``) or measures (``bench``) one shape."""
     from ..measure.runners import TimingSettings
 
@@ -41,7 +42,7 @@ def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | 
             return [dict(head, mode="-", status="skipped", reason=reason, verified=False)]
         if kind == "check":
             return [dict(head, status="pass" if r["passed"] else "fail", **r)
-                    for r in runner.check(shape, seed, dists[dist[0]])]
+                    for r in runner.check(shape, seed, dists[dist[0]], inputs=Path(inputs) if inputs else None)]
         from ..measure.foreign import DISTURBED
 
         r = runner.bench(shape, seed, timing)
@@ -54,7 +55,8 @@ def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | 
     return work
 
 
-def _isolated_points(cfg: LabConfig, impl: str, kind: str, shapes, seed_of, *, binary, record, raw_config) -> list[dict]:
+def _isolated_points(cfg: LabConfig, impl: str, kind: str, shapes, seed_of, *, binary, record, raw_config,
+                     inputs: Path | None = None) -> list[dict]:
     """Run each shape in a supervised child process; a hang, crash or CUDA error becomes a row."""
     from ..measure import isolate
 
@@ -62,7 +64,8 @@ def _isolated_points(cfg: LabConfig, impl: str, kind: str, shapes, seed_of, *, b
               ((s[0].m, s[0].n, s[0].k), seed_of(s), s[1].name) for s in shapes]
     rows = []
     for o in isolate.run(points, factory="sgemm_lab.pipeline.points:point_worker",
-                         args=(raw_config, impl, str(binary) if binary else None, str(record) if record else None, kind),
+                         args=(raw_config, impl, str(binary) if binary else None, str(record) if record else None, kind,
+                               str(inputs) if inputs else None),
                          timeout_s=cfg.watchdog_s, log=log,
                          gate=gpu_lock.for_mode(lock_mode(kind, cfg, impl))):
         (m, n, k), _, *dist = o.point
@@ -90,18 +93,32 @@ def _isolated_points(cfg: LabConfig, impl: str, kind: str, shapes, seed_of, *, b
     return rows
 
 
+def check_seed(base: int, shape: Shape, dist_name: str) -> int:
+    """A check point's seed: the run's check seed, the shape and the distribution, the same for every
+    implementation, so that all are checked on the same inputs (kept once: measure.shared_inputs)."""
+    return point_seed(base, "check", shape, "check" if dist_name == "uniform" else f"check:{dist_name}")
+
+
+def run_check_seed(cfg: LabConfig, env_json: Path | None) -> int:
+    """The run's check seed: ``seed`` of the config, else the one the environment step drew for this run
+    (every check job of the run reads the same), else (no environment record) a fresh one."""
+    if cfg.seed is not None:
+        return cfg.seed
+    if env_json is not None and env_json.exists():
+        seed = io.read_json(env_json).get("check_seed")
+        if seed is not None:
+            return int(seed)
+    return base_seed(cfg)
+
+
 def check(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path,
-          raw_config: dict | None = None) -> StepStatus | None:
-    """Verify ``impl`` at the check shapes against float64 (a supervised child process)."""
+          raw_config: dict | None = None, env_json: Path | None = None) -> StepStatus | None:
+    """Verify ``impl`` at the check shapes against float64 (a supervised child process), on the run's
+    shared inputs (``out``'s folder, ``inputs/``)."""
     load_spec(cfg, impl, record)  # NotRun before any process starts if the build failed
-    base = base_seed(cfg)
-
-    def seed_of(point) -> int:  # uniform inputs keep the seeds they always had
-        shape, dist = point
-        return point_seed(base, impl, shape, "check" if dist.name == "uniform" else f"check:{dist.name}")
-
-    rows = _isolated_points(cfg, impl, "check", cfg.check.points(), seed_of,
-                            binary=binary, record=record, raw_config=raw_config)
+    base = run_check_seed(cfg, env_json)
+    rows = _isolated_points(cfg, impl, "check", cfg.check.points(), lambda pt: check_seed(base, pt[0], pt[1].name),
+                            binary=binary, record=record, raw_config=raw_config, inputs=out.parent / "inputs")
     ran = [r for r in rows if r["status"] != "skipped"]
     status = "pass" if ran and all(r["status"] == "pass" for r in ran) else ("skipped" if not ran else "fail")
     io.write_json(out, {"kernel": impl, "status": status, "base_seed": base, "points": rows})

@@ -1,0 +1,74 @@
+"""The check's inputs and float64 references, drawn once per run and point and shared by every
+implementation's check job.
+
+A check point's seed is the run's check seed, the shape and the distribution (``pipeline.points``), not
+the implementation: every stage and cuBLAS are checked on the same inputs. Drawing them and computing the
+float64 references (NumPy, on the CPU) is most of a check job's time at long K (0.4-0.5 s a point at
+256 x 256 x 65536, the same for every stage), so the first job to reach a point keeps them under
+``<root>/<key>/`` as .npy files (a, b, c, the two references) and the jobs after it map them read-only.
+
+The key is a hash of everything that determines the arrays: shape, distribution (every field), seed,
+alpha, beta, and the NumPy version (whose generators define the draws). A folder is written under a
+temporary name and renamed when complete, so a reader finds a whole entry or none; two jobs that reach a
+point at once both compute it, and the second rename loses harmlessly. Without a root (tests, the
+replay tool) nothing is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from ..config.records import Distribution, Shape
+from . import verify
+
+ARRAYS = ("a", "b", "c", "ref", "ab")
+
+
+def key(shape: Shape, *, alpha: float, beta: float, seed: int, dist: Distribution) -> str:
+    desc = dict(m=shape.m, n=shape.n, k=shape.k, alpha=float(alpha), beta=float(beta), seed=int(seed),
+                dist=asdict(dist), numpy=np.__version__)
+    digest = hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:20]
+    return f"{shape.m}x{shape.n}x{shape.k}-{dist.name}-{digest}"
+
+
+def _load(folder: Path, shape: Shape, *, alpha: float, beta: float, seed: int, dist: Distribution):
+    arr = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in ARRAYS}
+    if arr["a"].shape != (shape.m, shape.k) or arr["b"].shape != (shape.k, shape.n) or arr["ref"].shape != (shape.m, shape.n):
+        raise ValueError(f"{folder}: arrays of the wrong shape")
+    p = verify.Problem(shape=shape, alpha=alpha, beta=beta, seed=seed, dist=dist.name, a=arr["a"], b=arr["b"], c=arr["c"])
+    return p, (arr["ref"], arr["ab"])
+
+
+def problem(root: Path | None, shape: Shape, *, alpha: float, beta: float, seed: int,
+            dist: Distribution = verify.UNIFORM) -> tuple[verify.Problem, tuple[np.ndarray, np.ndarray]]:
+    """The point's inputs (``verify.make_problem``) and references (``verify.references``): read from
+    ``root`` when a job of this run has made them, else made here and kept there."""
+    args = dict(alpha=alpha, beta=beta, seed=seed, dist=dist)
+    folder = root / key(shape, **args) if root is not None else None
+    if folder is not None and folder.is_dir():
+        try:
+            return _load(folder, shape, **args)
+        except (OSError, ValueError):
+            pass  # damaged or foreign: made again below, and not kept over it
+    p = verify.make_problem(shape, **args)
+    refs = verify.references(p)
+    if folder is not None and not folder.exists():
+        tmp = root / f".{folder.name}.{uuid.uuid4().hex}"
+        try:
+            tmp.mkdir(parents=True)
+            for name, x in zip(ARRAYS, (p.a, p.b, p.c, *refs)):
+                np.save(tmp / f"{name}.npy", x)
+            os.rename(tmp, folder)  # atomic; fails if another job got there first
+        except OSError:
+            pass  # kept by the other job, or not at all (a full disk): this point is checked either way
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return p, refs
