@@ -1,13 +1,14 @@
 rule precompile:
     """Compile, side by side, every stage the builds will compile (epilogue variants and dispatch
     candidates too) into PyCUDA's compile cache: the builds that follow, one at a time under --cores 1,
-    load their binaries from there. The builds take its output as ancient() input: they wait for it,
-    but a kernel edited later rebuilds its own stage only."""
+    load their binaries from there, as do the epilogue and shape-sweep steps (their variants and
+    candidates). They take its output as ancient() input: they wait for it, but a kernel edited later
+    reruns its own stage's steps only."""
     input:
         env=ENV_JSON,
         sources=kernel_sources(),
     output:
-        f"{RESULTS}/build/precompiled.json",
+        PRECOMPILED,
         status=f"{RESULTS}/status/precompile.json",
     log:
         f"{RESULTS}/logs/build/precompile.log",

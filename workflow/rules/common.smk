@@ -21,6 +21,7 @@ RUN = LAB.run
 RESULTS = f"results/{RUN}"
 REPORTS = f"reports/{RUN}"
 ENV_JSON = f"{RESULTS}/environment.json"
+PRECOMPILED = f"{RESULTS}/build/precompiled.json"  # the precompile step's record (workflow/rules/build.smk)
 START_JSON = f"{RESULTS}/pipeline_start.json"
 
 
@@ -62,7 +63,7 @@ def build_inputs(wildcards):
     if spec.backend == "host":
         return {"env": ENV_JSON, "source": str(spec.source_path)}
     return {"env": ENV_JSON, "source": str(spec.source_path),
-            "precompiled": ancient(f"{RESULTS}/build/precompiled.json")}
+            "precompiled": ancient(PRECOMPILED)}
 
 
 def impl_inputs(wildcards):

@@ -3,6 +3,7 @@ rule epilogue:
     input:
         env=ENV_JSON,
         source=lambda wc: str(LAB.kernel(wc.kernel).source_path),
+        precompiled=ancient(PRECOMPILED),  # its compiles found in the cache
     output:
         f"{REPORTS}/epilogue/{{kernel}}.csv",
         status=f"{RESULTS}/status/epilogue/{{kernel}}.json",
