@@ -34,8 +34,8 @@ def test_precompile_counts_a_stage_that_does_not_compile(lab, tmp_path, monkeypa
 
     calls = []
 
-    def fake_compile_many(specs, arch, jobs):
-        calls.append((len(specs), arch, jobs))
+    def fake_compile_many(specs, arch, jobs, *, prebuilt=None, keep=False):
+        calls.append((len(specs), arch, jobs, prebuilt, keep))
         return [(None, CompileError(f"kernel {sp.id}: nvcc failed")) if i == 1 else (b"cubin", None)
                 for i, sp in enumerate(specs)]
 
@@ -46,7 +46,53 @@ def test_precompile_counts_a_stage_that_does_not_compile(lab, tmp_path, monkeypa
     build_step.precompile(lab, env_json=env, out=out, jobs=3)
     specs = build_step.precompile_specs(lab)
     rec = json.loads(out.read_text())
-    assert calls == [(len(specs), "sm_90", 3)]
+    assert calls == [(len(specs), "sm_90", 3, gpu_build.prebuilt_dir(tmp_path, {"gpu": {"arch": "sm_90"}}), True)]
     assert rec["failed"] == [specs[1].id]
     assert rec["compiled"] == [sp.id for i, sp in enumerate(specs) if i != 1]
     assert rec["arch"] == "sm_90"
+
+
+class _Pool:
+    """Stands in for the compile workers: runs the jobs in this process, and counts its starts."""
+
+    starts = 0
+
+    def __init__(self, **kwargs):
+        type(self).starts += 1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def map(self, fn, jobs):
+        return [fn(j) for j in jobs]
+
+
+def test_prebuilt_binaries_are_read_and_kept_by_what_the_compiler_sees(lab, tmp_path, monkeypatch):
+    import concurrent.futures
+    from dataclasses import replace
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _Pool)
+    monkeypatch.setattr(gpu_build, "_compile_job", lambda job: (f"cubin of {job[0]}".encode(), None))
+    _Pool.starts = 0
+    specs = build_step.precompile_specs(lab)[:3]
+    env = {"nvcc": "Build cuda_13.0", "packages": {"pycuda": "2026.1"}}
+    folder = gpu_build.prebuilt_dir(tmp_path, env)
+    assert folder.parent == tmp_path / "build" / "precompiled"
+    assert gpu_build.prebuilt_dir(tmp_path, dict(env, nvcc="Build cuda_12.8")) != folder  # another compiler
+    # the precompile step compiles and keeps
+    kept = gpu_build.compile_many(specs, "sm_90", jobs=2, prebuilt=folder, keep=True)
+    assert [c for c, _ in kept] == [f"cubin of {sp.id}".encode() for sp in specs] and _Pool.starts == 1
+    assert all(gpu_build.prebuilt_file(folder, sp, "sm_90") for sp in specs)
+    # a build finds them: no worker starts, the same bytes (under its own id: the name is what nvcc sees)
+    again = gpu_build.compile_many([replace(specs[1], id="another id")], "sm_90", jobs=1, prebuilt=folder)
+    assert again == [(kept[1][0], None)] and _Pool.starts == 1
+    # any change of what the compiler sees is compiled, not taken
+    changed = replace(specs[0], params={**specs[0].params, "MINBLOCKS": 7})
+    assert gpu_build.prebuilt_file(folder, changed, "sm_90") is None
+    assert gpu_build.prebuilt_file(folder, specs[0], "sm_80") is None
+    gpu_build.compile_many([changed], "sm_90", jobs=1, prebuilt=folder)
+    assert _Pool.starts == 2
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # no temporary files left

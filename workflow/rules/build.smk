@@ -1,8 +1,8 @@
 rule precompile:
     """Compile, side by side, every stage the builds will compile (epilogue variants and dispatch
-    candidates too) into PyCUDA's compile cache: the builds that follow, one at a time under --cores 1,
-    load their binaries from there, as do the epilogue and shape-sweep steps (their variants and
-    candidates). They take its output as ancient() input: they wait for it, but a kernel edited later
+    candidates too) and keep the binaries under results/<run>/build/precompiled/: the builds that
+    follow, one at a time under --cores 1, read theirs from there, as do the epilogue and shape-sweep
+    steps (their variants and candidates), with no compile worker started. They take its output as ancient() input: they wait for it, but a kernel edited later
     reruns its own stage's steps only."""
     input:
         env=ENV_JSON,

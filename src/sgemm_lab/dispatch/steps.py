@@ -29,7 +29,7 @@ def shape_sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
     compiled in parallel without the GPU, then verified and timed with the GPU to itself, each point in
     a supervised child process, with the tile sweeps' timing settings."""
     from ..config.geometry import unsupported_reason, violations
-    from ..gpu.build import compile_many
+    from ..gpu.build import compile_many, prebuilt_dir
     from ..gpu.compile import compile_options, source_hash
     from ..gpu.device import DeviceInfo
     from ..pipeline.common import load_spec, machine, point_problems
@@ -54,7 +54,7 @@ def shape_sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
     log.info("[shape sweep %s] %d candidates x %d shapes (%d candidates filtered before compiling)", kernel,
              len(cands), len(shapes), len(cands) - len(todo))
     t0 = time.perf_counter()
-    built = compile_many([sp for _, sp, _ in todo], dev.arch, jobs=cfg.sweep.jobs)
+    built = compile_many([sp for _, sp, _ in todo], dev.arch, jobs=cfg.sweep.jobs, prebuilt=prebuilt_dir(env_json.parent, env))
     log.info("[shape sweep %s] compiled in %.1f s", kernel, time.perf_counter() - t0)
     runnable = []
     for (head, sp, params), (cubin, err) in zip(todo, built):
@@ -78,7 +78,7 @@ def build_dispatch(cfg: LabConfig, kernel: str, *, env_json: Path, shape_sweep: 
     of the candidates it uses. The record keeps the table, so the report can print it as data."""
     import pandas as pd
 
-    from ..gpu.build import compile_many
+    from ..gpu.build import compile_many, prebuilt_dir
     from ..gpu.compile import source_hash
     from ..gpu.device import device_info
     from ..pipeline.common import load_spec
@@ -97,9 +97,11 @@ def build_dispatch(cfg: LabConfig, kernel: str, *, env_json: Path, shape_sweep: 
     else:
         used = choice.used_candidates(table)
         params = {e["candidate"]: e["params"] for e in table}
-    arch = io.read_json(env_json)["gpu"]["arch"]
+    env = io.read_json(env_json)
+    arch = env["gpu"]["arch"]
     t0 = time.perf_counter()
-    built = compile_many([choice.candidate_spec(spec, params[i]) for i in used], arch, jobs=len(used))
+    built = compile_many([choice.candidate_spec(spec, params[i]) for i in used], arch, jobs=len(used),
+                         prebuilt=prebuilt_dir(env_json.parent, env))
     dt = time.perf_counter() - t0
     errors = [err for _, err in built if err]
     if errors:

@@ -14,7 +14,7 @@ from ..pipeline.outcome import FAILED, StepStatus, first_line
 
 def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> StepStatus | None:
     """Fused-epilogue comparison of one stage with cuBLASLt and cuBLAS + a separate kernel."""
-    from ..gpu.build import compile_many
+    from ..gpu.build import compile_many, prebuilt_dir
     from ..gpu.compile import compile_options, source_hash
     from . import comparison as ep
 
@@ -24,7 +24,8 @@ def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> StepS
     arch = env["gpu"]["arch"]
     variants = {act: ep.variant(spec, act) for act in cfg.epilogue.acts}
     cubins = {}
-    for act, (cubin, err) in zip(variants, compile_many(list(variants.values()), arch, jobs=len(variants))):
+    for act, (cubin, err) in zip(variants, compile_many(list(variants.values()), arch, jobs=len(variants),
+                                                         prebuilt=prebuilt_dir(env_json.parent, env))):
         if err:
             raise err
         cubins[act] = cubin

@@ -3,8 +3,11 @@ priority, and the resource record of a build."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..config.records import KERNEL_DIR, KernelSpec
 from ..errors import CompileError
@@ -54,11 +57,40 @@ def _compile_job(job: tuple) -> tuple[bytes | None, tuple | None]:
         return None, exc.args
 
 
-def compile_many(specs: list[KernelSpec], arch: str, jobs: int) -> list[tuple[bytes | None, CompileError | None]]:
+def prebuilt_dir(results: Path, env: dict) -> Path:
+    """Where a run's precompile step keeps its binaries (``results/<run>/build/precompiled/<tag>``): the tag
+    names the compiler versions of the run's environment record, so a binary of another nvcc or PyCUDA
+    is never taken."""
+    packages = env.get("packages") if isinstance(env.get("packages"), dict) else {}
+    tag = hashlib.sha256(json.dumps([env.get("nvcc"), packages.get("pycuda")]).encode()).hexdigest()[:12]
+    return Path(results) / "build" / "precompiled" / tag
+
+
+def _key(job: tuple) -> str:
+    """A binary's file name: a hash of everything the compiler sees (source text, flags, target)."""
+    _kernel, text, options, arch = job
+    return hashlib.sha256(json.dumps([text, options, arch]).encode()).hexdigest()[:32] + ".cubin"
+
+
+def prebuilt_file(prebuilt: Path | None, spec: KernelSpec, arch: str) -> Path | None:
+    """The precompiled binary of ``spec`` in ``prebuilt``, if there is one."""
+    if prebuilt is None:
+        return None
+    try:
+        f = prebuilt / _key((spec.id, source_text(spec), compile_options(spec), target_arch(spec, arch)))
+    except CompileError:
+        return None
+    return f if f.is_file() else None
+
+
+def compile_many(specs: list[KernelSpec], arch: str, jobs: int, *, prebuilt: Path | None = None,
+                 keep: bool = False) -> list[tuple[bytes | None, CompileError | None]]:
     """Compile ``specs`` in worker processes at a lower CPU priority (nvcc inherits it), so that a
     measurement running at the same time in another process keeps its CPU. (cubin, None) or
     (None, CompileError) per spec, in order; a stage built for another target (``target_arch``) gets its
-    error without a compile."""
+    error without a compile. A spec whose binary is in ``prebuilt`` (the precompile step's folder,
+    ``prebuilt_dir``; the file named by what the compiler would see) is read from there, with no worker
+    started when all are; with ``keep``, what is compiled here is written there."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
@@ -66,13 +98,24 @@ def compile_many(specs: list[KernelSpec], arch: str, jobs: int) -> list[tuple[by
     work, where = [], []
     for i, sp in enumerate(specs):
         try:
-            work.append((sp.id, source_text(sp), compile_options(sp), target_arch(sp, arch)))
-            where.append(i)
+            job = (sp.id, source_text(sp), compile_options(sp), target_arch(sp, arch))
         except CompileError as exc:
             results[i] = (None, exc)
+            continue
+        found = prebuilt / _key(job) if prebuilt is not None else None
+        if found is not None and found.is_file():
+            results[i] = (found.read_bytes(), None)
+            continue
+        work.append(job)
+        where.append(i)
     if work:
         with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(work))), mp_context=mp.get_context("spawn"),
                                  initializer=_lower_priority) as pool:
-            for i, (cubin, err) in zip(where, pool.map(_compile_job, work)):
+            for i, job, (cubin, err) in zip(where, work, pool.map(_compile_job, work)):
                 results[i] = (cubin, CompileError(*err) if err else None)
+                if keep and prebuilt is not None and cubin:
+                    prebuilt.mkdir(parents=True, exist_ok=True)
+                    tmp = prebuilt / f".{_key(job)}.{os.getpid()}"
+                    tmp.write_bytes(cubin)
+                    os.replace(tmp, prebuilt / _key(job))  # whole or absent for a reader
     return results

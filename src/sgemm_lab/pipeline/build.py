@@ -48,18 +48,20 @@ def precompile_specs(cfg: LabConfig) -> list:
 
 
 def precompile(cfg: LabConfig, *, env_json: Path, out: Path, jobs: int | None = None) -> None:
-    """Compile ``precompile_specs`` side by side into PyCUDA's compile cache (nvcc only, no GPU, at low
-    priority), so that the per-stage builds, which run one at a time under ``--cores 1``, find their
-    binaries there. A stage that does not compile is left to its own build, which fails with its own
+    """Compile ``precompile_specs`` side by side (nvcc only, no GPU, at low priority) and keep the
+    binaries beside the run's results (``gpu.build.prebuilt_dir``), so that the per-stage builds, which
+    run one at a time under ``--cores 1``, read them instead of starting compile workers. A stage that does not compile is left to its own build, which fails with its own
     log; here it is only counted."""
     import os
 
-    from ..gpu.build import compile_many
+    from ..gpu.build import compile_many, prebuilt_dir
 
     specs = precompile_specs(cfg)
-    arch = io.read_json(env_json)["gpu"]["arch"]
+    env = io.read_json(env_json)
+    arch = env["gpu"]["arch"]
     t0 = time.perf_counter()
-    results = compile_many(specs, arch, jobs=jobs or os.cpu_count() or 1)
+    results = compile_many(specs, arch, jobs=jobs or os.cpu_count() or 1, prebuilt=prebuilt_dir(env_json.parent, env),
+                           keep=True)
     dt = time.perf_counter() - t0
     failed = [sp.id for sp, (_, err) in zip(specs, results) if err is not None]
     log.info("precompiled %d builds in %.1f s (%d jobs)%s", len(specs) - len(failed), dt, jobs or os.cpu_count() or 1,
@@ -103,31 +105,36 @@ def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, reco
                    shared_static_bytes=None, local_bytes=None, max_threads_per_block=None,
                    compile_s=time.perf_counter() - t0)
     else:
-        from ..gpu.build import compile_many
+        from ..gpu.build import compile_many, prebuilt_dir, prebuilt_file
         from ..gpu.device import device_info
         from ..gpu.launch import KernelLauncher
 
-        arch = io.read_json(env_json)["gpu"]["arch"]
+        env = io.read_json(env_json)
+        arch = env["gpu"]["arch"]
+        prebuilt = prebuilt_dir(env_json.parent, env)
+        precompiled = prebuilt_file(prebuilt, spec, arch) is not None
         t0 = time.perf_counter()
         # A fused stage's activation variants compile alongside (in parallel, into the compile cache),
-        # so that its epilogue step, which needs them, does not wait for nvcc again.
+        # so that its epilogue step, which needs them, does not wait for nvcc again; all of them are
+        # read from the precompile step's binaries when it made them.
         extra_specs = _epilogue_variants(cfg, spec)
-        (binary, err), *_ = compile_many([spec, *extra_specs], arch, jobs=1 + len(extra_specs))
+        (binary, err), *_ = compile_many([spec, *extra_specs], arch, jobs=1 + len(extra_specs), prebuilt=prebuilt)
         if err:  # nvcc only, no GPU, at low priority
             raise err
         dt = time.perf_counter() - t0
         with gpu_lock(exclusive=False):  # loading the module does
             launcher = KernelLauncher(spec, binary)
             launcher.check_launchable(device_info())
-            rec = asdict(launcher.resources(arch, dt))
+            rec = dict(asdict(launcher.resources(arch, dt)), precompiled=precompiled)
         from ..gpu.sass import record as sass_record
 
         rec.update(sass_record(binary, spec.entry))  # instruction counts (none without cuobjdump)
         if rec["local_bytes"] > spec.max_local_bytes:
             raise CompileError(f"kernel {kernel}: {rec['local_bytes']} B of local memory per thread "
                                f"(spills or stack); config allows {spec.max_local_bytes}")
-        log.info("%s: %d registers, %d B static shared memory, %d B local memory per thread, compiled in %.2f s%s",
-                 kernel, rec["registers"], rec["shared_static_bytes"], rec["local_bytes"], dt,
+        log.info("%s: %d registers, %d B static shared memory, %d B local memory per thread, %s in %.2f s%s",
+                 kernel, rec["registers"], rec["shared_static_bytes"], rec["local_bytes"],
+                 "read from the precompile step" if precompiled else "compiled", dt,
                  f" (with {len(extra_specs)} epilogue variants in parallel)" if extra_specs else "")
     rec.update(status="ok", source=f"kernels/{spec.source}", source_sha256=source_hash(spec),
                params=dict(spec.params), backend=spec.backend)
