@@ -50,8 +50,8 @@ def precompile_specs(cfg: LabConfig) -> list:
 def precompile(cfg: LabConfig, *, env_json: Path, out: Path, jobs: int | None = None) -> None:
     """Compile ``precompile_specs`` side by side (nvcc only, no GPU, at low priority) and keep the
     binaries beside the run's results (``gpu.build.prebuilt_dir``), so that the per-stage builds, which
-    run one at a time under ``--cores 1``, read them instead of starting compile workers. A stage that does not compile is left to its own build, which fails with its own
-    log; here it is only counted."""
+    run one at a time under ``--cores 1``, read them instead of starting compile workers. A stage that
+    does not compile is left to its own build, which fails with its own log; here it is only counted."""
     import os
 
     from ..gpu.build import compile_many, prebuilt_dir
@@ -59,12 +59,12 @@ def precompile(cfg: LabConfig, *, env_json: Path, out: Path, jobs: int | None = 
     specs = precompile_specs(cfg)
     env = io.read_json(env_json)
     arch = env["gpu"]["arch"]
+    jobs = jobs or os.cpu_count() or 1
     t0 = time.perf_counter()
-    results = compile_many(specs, arch, jobs=jobs or os.cpu_count() or 1, prebuilt=prebuilt_dir(env_json.parent, env),
-                           keep=True)
+    results = compile_many(specs, arch, jobs=jobs, prebuilt=prebuilt_dir(env_json.parent, env), keep=True)
     dt = time.perf_counter() - t0
     failed = [sp.id for sp, (_, err) in zip(specs, results) if err is not None]
-    log.info("precompiled %d builds in %.1f s (%d jobs)%s", len(specs) - len(failed), dt, jobs or os.cpu_count() or 1,
+    log.info("precompiled %d builds in %.1f s (%d jobs)%s", len(specs) - len(failed), dt, jobs,
              f"; left to their own builds: {', '.join(failed)}" if failed else "")
     io.write_json(out, dict(compiled=[sp.id for sp in specs if sp.id not in failed], failed=failed,
                             seconds=round(dt, 3), arch=arch))

@@ -14,11 +14,9 @@ from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 
-import numpy as np
-
 from ..config.records import ROOT, LabConfig
 from . import io
-from .common import log
+from .common import base_seed, log
 
 
 def _run(cmd: list[str]) -> str | None:
@@ -127,7 +125,7 @@ def environment(cfg: LabConfig, *, out: Path) -> None:
     rec["run"] = cfg.run
     # The run's check seed (config seed, else drawn here once): every check job of the run draws its
     # inputs from it, so that all implementations meet the same inputs (pipeline.points.check_seed).
-    rec["check_seed"] = cfg.seed if cfg.seed is not None else int(np.random.SeedSequence().entropy % (2**63))
+    rec["check_seed"] = base_seed(cfg)
     log.info("GPU %s (%s), driver %s, cuBLAS %s", rec["gpu"]["name"], rec["gpu"]["arch"], rec["driver_version"], rec["cublas"])
     io.write_json(out, rec)
 
