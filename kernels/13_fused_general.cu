@@ -57,6 +57,12 @@
 #ifndef ACT
 #define ACT 0
 #endif
+#ifndef TOP_LOADS
+// 1: the 16-byte main loop in stage 08's form (next tile's loads at the top of the round, under a
+// uniform branch) and the 4-byte instance out of line, as stage 11 at its 128 x 128 tile; 0: both
+// instances inline, the next tile loaded unconditionally.
+#define TOP_LOADS 1
+#endif
 
 constexpr int NWARPS = THREADS / 32;
 constexpr int WMITER = (WM * WN) / (32 * TM * TN * WNITER);  // sub-tile steps down M
@@ -226,22 +232,55 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
                 acc[m][n] += regM[m] * regN[n];
     };
 
-    // Main loop over the full K-tiles, two shared-memory stages as in stage 08. The next tile is
-    // loaded unconditionally (the last iteration reloads its own tile into the idle stage) so that
-    // the loop body has no branch.
+    // Main loop over the full K-tiles, two shared-memory stages as in stage 08; each instance in the
+    // form ptxas schedules best for it (stage 11's measurement, kernels/NOTES.md).
     if (tBegin < fullEnd) {
         loadFull(tBegin);
         storeShared(0);
         __syncthreads();
     }
-    for (int t = tBegin; t < fullEnd; ++t) {
-        const int cur = (t - tBegin) & 1;
-        loadFull(min(t + 1, fullEnd - 1));  // completes during the FMAs below
+    if constexpr (VEC && TOP_LOADS) {
+        // Sources of the next full K-tile, advanced by a tile each round, and the loads under a uniform
+        // branch: ptxas issues them at the top of the round, ahead of the FMAs that hide them.
+        const float* aN[A_PASSES_PER_CHUNK];
 #pragma unroll
-        for (int k = 0; k < BK; ++k)
-            step(&As[cur][aFrag], &Bs[cur][bFrag], k);
-        storeShared(cur ^ 1);
-        __syncthreads();  // the stores are visible, and nobody still reads stage `cur`
+        for (int p = 0; p < A_PASSES_PER_CHUNK; ++p)
+            aN[p] = aSrc[p] + (tBegin + 1) * BK;
+        const float* bN = bSrc + (size_t)(tBegin + 1) * BK * ldb;
+        for (int t = tBegin; t < fullEnd; ++t) {
+            const int cur = (t - tBegin) & 1;
+            const bool more = t + 1 < fullEnd;  // uniform across the block
+            if (more) {
+#pragma unroll
+                for (int i = 0; i < A_QUADS; ++i)
+                    aReg[i] = ld4<true>(aN[i % A_PASSES_PER_CHUNK] + (i / A_PASSES_PER_CHUNK) * 8);
+#pragma unroll
+                for (int i = 0; i < B_QUADS; ++i)
+                    bReg[i] = ld4<true>(bN + (size_t)(i * B_ROWS_PER_PASS) * ldb);
+#pragma unroll
+                for (int p = 0; p < A_PASSES_PER_CHUNK; ++p)
+                    aN[p] += BK;
+                bN += (size_t)BK * ldb;
+            }
+#pragma unroll
+            for (int k = 0; k < BK; ++k)
+                step(&As[cur][aFrag], &Bs[cur][bFrag], k);
+            if (more)
+                storeShared(cur ^ 1);
+            __syncthreads();  // the stores are visible, and nobody still reads stage `cur`
+        }
+    } else {
+        // The 4-byte instance (and, with TOP_LOADS 0, the 16-byte one): the next tile is loaded
+        // unconditionally (the last round reloads its own tile into the idle stage).
+        for (int t = tBegin; t < fullEnd; ++t) {
+            const int cur = (t - tBegin) & 1;
+            loadFull(min(t + 1, fullEnd - 1));  // completes during the FMAs below
+#pragma unroll
+            for (int k = 0; k < BK; ++k)
+                step(&As[cur][aFrag], &Bs[cur][bFrag], k);
+            storeShared(cur ^ 1);
+            __syncthreads();  // the stores are visible, and nobody still reads stage `cur`
+        }
     }
     // The partial K-tile, if this split holds it: K % BK steps, loaded with checks.
     if (fullEnd < tEnd) {
@@ -353,6 +392,15 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
         store(q, quad(q));
 }
 
+// The 4-byte instance, kept out of line: inlined beside the 16-byte one it shares the kernel's register
+// allocation, and ptxas schedules the 16-byte main loop worse (stage 11's measurement).
+__device__ __noinline__ void gemmBlockScalar(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
+                                             const float* __restrict__ B, int ldb, float beta, const float* C,
+                                             int ldc, const float* __restrict__ bias, float* D, int ldd,
+                                             float (&As)[2][BK * AS_LD], float (&Bs)[2][BK * BN]) {
+    gemmBlock<false>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, D, ldd, As, Bs);
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, MINBLOCKS)
 sgemm_fused_general(int M, int N, int K, float alpha, const float* __restrict__ A, int lda,
                     const float* __restrict__ B, int ldb, float beta, const float* C, int ldc,
@@ -361,6 +409,8 @@ sgemm_fused_general(int M, int N, int K, float alpha, const float* __restrict__ 
     __shared__ __align__(16) float Bs[2][BK * BN];     // [stage][k][n]
     if (lda % 4 == 0 && ldb % 4 == 0 && N % 4 == 0 && aligned16(A) && aligned16(B))
         gemmBlock<true>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, D, ldd, As, Bs);
+    else if (TOP_LOADS)
+        gemmBlockScalar(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, D, ldd, As, Bs);
     else
         gemmBlock<false>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias, D, ldd, As, Bs);
 }
