@@ -103,3 +103,30 @@ def test_bench_rows_keep_the_gpu_that_measured_them(setup, monkeypatch):
     points.bench(cfg, "00_bad", binary=tmp / "00_bad.bin", record=tmp / "00_bad.json", out=out, raw_config=raw)
     df = pd.read_csv(out)
     assert list(df.device_index) == [1, 0] and list(df.device_uuid) == ["GPU-bbbb", "GPU-aaaa"]
+
+
+def test_a_batch_shares_one_child_and_a_bad_stage_ends_only_its_points(setup):
+    """points.many (a batch job's check or bench): the stages' points in one supervised child; a hang and a
+    crash of one stage end only those points (a fresh child carries on, with the next stage too), each
+    stage gets its own table, log and verdict, and a stage whose build failed is not run."""
+    cfg, raw, tmp = setup
+    raw = dict(raw, kernels=raw["kernels"] + [dict(raw["kernels"][0], id="00_good", entry="good"),
+                                              dict(raw["kernels"][0], id="00_unbuilt", entry="good")])
+    cfg = cfgmod.from_dict(raw)
+    lib, _, _ = host.compile_shared(cfg.kernel("00_good"), cfg.cpu.cflags)
+    (tmp / "00_good.bin").write_bytes(lib)
+    io.write_json(tmp / "00_good.json", {"kernel": "00_good", "params": {}})
+    io.write_json(tmp / "00_unbuilt.json", {"kernel": "00_unbuilt", "status": "failed", "message": "nvcc said no"})
+    parts = [points.Part(impl=i, binary=tmp / f"{i}.bin", record=tmp / f"{i}.json", out=tmp / f"{i}.csv",
+                         log=tmp / f"{i}.log") for i in ("00_unbuilt", "00_bad", "00_good")]
+    got = points.many("bench", cfg, parts, raw_config=raw)
+    assert set(got) == {"00_unbuilt", "00_bad", "00_good"}
+    assert type(got["00_unbuilt"][0]).__name__ == "NotRun" and not (tmp / "00_unbuilt.csv").exists()
+    assert got["00_good"][0] is None and got["00_bad"][0].status == "failed"
+    assert "TIMEOUT at 7x6x5" in got["00_bad"][0].message
+    bad, good = pd.read_csv(tmp / "00_bad.csv"), pd.read_csv(tmp / "00_good.csv")
+    assert list(bad.status) == ["ok", "timeout", "crashed", "failed", "ok", "skipped"]
+    assert list(good.status) == ["ok", "ok", "ok", "ok", "ok", "skipped"] and set(good.kernel) == {"00_good"}
+    assert "[bench 00_good]" in (tmp / "00_good.log").read_text()
+    assert "00_good" not in (tmp / "00_bad.log").read_text()
+    assert all(seconds >= 0 for _, seconds in got.values())

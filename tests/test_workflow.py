@@ -52,7 +52,16 @@ def test_dry_runs_list_every_kernel_and_baseline(checkout, lab):
     proc = _snakemake(["-n", f"results/{lab.run}/check/{lab.kernels[-1].id}.json"], checkout)
     assert proc.returncode == 0, proc.stderr
     assert f"results/{lab.run}/build/{lab.kernels[-1].id}.bin" in proc.stdout
-    assert f"results/{lab.run}/build/{lab.kernels[0].id}.bin" not in proc.stdout  # one kernel only
+    # stages share jobs by class (sgemm_lab.pipeline.batches): one check job for the GPU stages, whose
+    # builds it reads; the host stages' builds belong to no job of this plan
+    assert proc.stdout.count("rule check_gpu:") == 1 and "rule check_host:" not in proc.stdout
+    assert f"results/{lab.run}/build/{lab.kernels[0].id}.bin" not in proc.stdout
+    proc = _snakemake(["-n", "--quiet", "rules"], checkout)
+    jobs = dict(line.split() for line in proc.stdout.splitlines() if line.strip() and line.split()[-1].isdigit()
+                and len(line.split()) == 2)
+    assert {step for rule in jobs for step in ("build", "check", "bench") if rule.startswith(step + "_")} == \
+        {"build", "check", "bench"}
+    assert all(int(n) == 1 for rule, n in jobs.items() if rule.split("_")[0] in ("build", "check", "bench", "sweep"))
 
 
 def test_invalid_config_is_reported_without_traceback(checkout):

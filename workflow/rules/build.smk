@@ -20,23 +20,27 @@ rule precompile:
         "../scripts/precompile.py"
 
 
-rule build:
-    """Compile one stage for the machine at hand (PyCUDA for kernels, the C compiler for host stages);
-    record registers, shared and local memory. An autotuned stage first picks its configuration."""
-    input:
-        unpack(build_inputs),
-    output:
-        binary=f"{RESULTS}/build/{{kernel}}.bin",
-        record=f"{RESULTS}/build/{{kernel}}.json",
-        status=f"{RESULTS}/status/build/{{kernel}}.json",
-    log:
-        f"{RESULTS}/logs/build/{{kernel}}.log",
-    params:
-        kernel_params=lambda wc: dict(LAB.kernel(wc.kernel).params),
-        tune_from=lambda wc: list(LAB.kernel(wc.kernel).tune_from),
-    resources:
-        gpu=gpu_slots,
-    conda:
-        "../../env/conda.yaml"
-    script:
-        "../scripts/build.py"
+for _batch, _ids in step_batches("build").items():
+    _members = batch_members("build", _ids, build_inputs, build_outputs, build_params)
+
+    rule:
+        """Compile each stage of the batch for the machine at hand (PyCUDA for kernels, the C compiler
+        for host stages); record registers, shared and local memory. An autotuned stage first picks its
+        configuration. One job per class of stage (sgemm_lab.pipeline.batches); a stage whose inputs did
+        not change keeps its build (sgemm_lab.pipeline.reuse)."""
+        name:
+            f"build_{_batch}"
+        input:
+            batch_inputs(_ids, build_inputs),
+        output:
+            batch_outputs(_members),
+        log:
+            batch_logs("build", _batch, _members),
+        params:
+            members=_members,
+        resources:
+            gpu=batch_gpu("build", _ids),
+        conda:
+            "../../env/conda.yaml"
+        script:
+            "../scripts/build.py"

@@ -1,6 +1,7 @@
 # Configuration validation (JSON schema with defaults) and every input/target function.
 import json
 import time
+from types import SimpleNamespace
 
 from sgemm_lab.config.files import Origins
 from sgemm_lab.config.load import from_dict, validate
@@ -75,6 +76,79 @@ def impl_inputs(wildcards):
         "binary": f"{RESULTS}/build/{wildcards.kernel}.bin",
         "record": f"{RESULTS}/build/{wildcards.kernel}.json",
     }
+
+
+# ------------------------------------------------------------------ batch jobs (sgemm_lab.pipeline.batches)
+def step_batches(step):
+    """Batch name -> its stages, for a step whose stages share jobs (build, check, bench, sweep)."""
+    from sgemm_lab.pipeline.batches import batches
+
+    return batches(LAB, step)
+
+
+def _strings(value):
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else str(value)
+
+
+def batch_inputs(members, inputs_of):
+    """Every input of a batch's stages (ancient() kept), each once."""
+    seen, out = set(), []
+    for impl in members:
+        for value in inputs_of(SimpleNamespace(kernel=impl)).values():
+            for item in value if isinstance(value, (list, tuple)) else [value]:
+                if str(item) not in seen:
+                    seen.add(str(item))
+                    out.append(item)
+    return out
+
+
+def batch_members(step, members, inputs_of, outputs_of, params_of=None):
+    """impl -> what its part of the batch job reads and writes: its inputs by name, its outputs (the
+    status record named "status"), its log and its params (sgemm_lab.pipeline.batches.member_jobs)."""
+    return {
+        impl: {
+            "input": [[name, _strings(v)] for name, v in inputs_of(SimpleNamespace(kernel=impl)).items()],
+            "output": [list(pair) for pair in outputs_of(impl)] + [["status", f"{RESULTS}/status/{step}/{impl}.json"]],
+            "log": f"{RESULTS}/logs/{step}/{impl}.log",
+            "params": params_of(impl) if params_of else {},
+        }
+        for impl in members
+    }
+
+
+def batch_outputs(members):
+    """The flat list of a batch's outputs, from batch_members."""
+    return [path for m in members.values() for _name, path in m["output"]]
+
+
+def batch_logs(step, batch, members):
+    """The batch's own log (progress, one line a stage) first, then each stage's log."""
+    return [f"{RESULTS}/logs/{step}/{batch}.batch.log"] + [m["log"] for m in members.values()]
+
+
+def batch_gpu(step, members):
+    """The batch job's GPU slot: 0 for host builds and host-timed benches (they may overlap GPU jobs)."""
+    from sgemm_lab.pipeline.batches import uses_gpu
+
+    return 1 if uses_gpu(LAB, step, tuple(members)) else 0
+
+
+def build_outputs(impl):
+    return [["binary", f"{RESULTS}/build/{impl}.bin"], ["record", f"{RESULTS}/build/{impl}.json"]]
+
+
+def build_params(impl):
+    """What a stage's build depends on beyond its files: its parameters (a change reruns its batch)."""
+    return dict(kernel_params=dict(LAB.kernel(impl).params), tune_from=list(LAB.kernel(impl).tune_from))
+
+
+def sweep_inputs(wildcards):
+    return {"env": ENV_JSON, "source": str(LAB.kernel(wildcards.kernel).source_path)}
+
+
+def sweep_params(impl):
+    """A stage's sweep grids: a change reruns the batch (the stages whose grids did not change keep theirs)."""
+    return dict(grids=[{k: list(v) for k, v in g.items()} for g in LAB.kernel(impl).sweep])
 
 
 def gpu_slots(wildcards):

@@ -184,20 +184,108 @@ EMPTY_OUTPUTS: dict[str, Callable] = {
 
 # --------------------------------------------------------------------------------------- main
 def main(step: str, smk) -> None:
-    """Entry point for ``workflow/scripts/<step>.py``: run the step, record its status, one clear line
-    on failure (the detail stays in the log)."""
+    """Entry point for ``workflow/scripts/<step>.py``: run the step (for each stage of a batch job, see
+    ``pipeline.batches``), record its status, one clear line on failure (the detail stays in the log)."""
     import sys
 
-    t0 = time.monotonic()
+    code = _batch(step, smk) if hasattr(smk.params, "members") else _run(step, smk)
+    if code:
+        sys.exit(code)
+
+
+def _batch(step: str, smk) -> int:
+    """Each stage of a batch job in turn: its kept results when nothing it depends on changed
+    (``pipeline.reuse``), else its step; one progress line per stage. Exit status 1 when a stage's step
+    could not even record a failure (a damaged input, outputs that could not be written)."""
+    import sys
+
+    from ..config.records import KERNEL_DIR
+    from . import reuse
+    from .batches import member_jobs
+
+    jobs = member_jobs(smk)
+    results = Path(jobs[0].output.status).parents[2]  # results/<run>/status/<step>/<stage>.json
+    allowed = bool(smk.config.get("reuse", True))
+    headers = sorted(KERNEL_DIR.glob("*.cuh")) if step in ("build", "sweep") else []
+    batch_log = Path(smk.log[0]) if smk.log else None
+    code = 0
+    pending = []  # (n, job, outs, key, where) of the stages whose step runs
+    for n, job in enumerate(jobs, 1):
+        impl, t0 = job.wildcards.kernel, time.monotonic()
+        outs = [p for p in job.output if p != getattr(job.output, "status", None)]
+        # what the step reads (the precompile record only orders the jobs: its binaries are named by content)
+        read = [v for name, v in smk.params.members[impl]["input"] if name != "precompiled"]
+        key = reuse.key(step, impl, read, smk.config, extra=headers)
+        where = reuse.folder(results, step, impl)
+        kept = reuse.restore(where, key, outs) if allowed else None
+        if kept is None:
+            pending.append((n, job, outs, key, where))
+            continue
+        outcome.write(Path(job.output.status), StepRecord(step=step, kernel=impl, status=kept["status"],
+                                                          message=kept["message"], log=job.log[0],
+                                                          seconds=round(time.monotonic() - t0, 3)))
+        _progress(batch_log, f"[{step} {n}/{len(jobs)}] {impl}: {kept['status']}, inputs unchanged: results kept "
+                             f"from {where}")
+    given = _shared_child(step, smk, [job for _, job, *_ in pending]) if len(pending) > 1 else {}
+    for n, job, outs, key, where in pending:
+        impl, t0 = job.wildcards.kernel, time.monotonic()
+        result, spent = given.get(impl, (_ALONE, 0.0))
+        code = max(code, _run(step, job, given=result, spent=spent))
+        rec = io.read_json(Path(job.output.status)) if Path(job.output.status).exists() else {}
+        if rec.get("status") == OK:
+            reuse.keep(where, key, outs, dict(status=OK, message=rec.get("message", "")))
+        _progress(batch_log, f"[{step} {n}/{len(jobs)}] {impl}: {rec.get('status', 'no status')} in "
+                             f"{spent + time.monotonic() - t0:.1f} s")
+    return code
+
+
+def _progress(batch_log: Path | None, line: str) -> None:
+    import sys
+
+    print(line, file=sys.stderr)
+    logs.append(batch_log, line)
+
+
+_ALONE = object()  # a stage whose step runs on its own (not in a batch's shared child process)
+
+
+def _shared_child(step: str, smk, jobs: list) -> dict:
+    """check and bench: the points of every stage of the batch in one supervised child process
+    (``points.many``): impl -> (what its step returned or raised, seconds). Other steps: {}."""
+    if step not in ("check", "bench"):
+        return {}
+    cfg = from_dict(smk.config, trusted=True)
+    env = getattr(jobs[0].input, "env", None)
+    parts = [points_step.Part(impl=j.wildcards.kernel, binary=Path(j.input.binary) if getattr(j.input, "binary", None) else None,
+                              record=Path(j.input.record) if getattr(j.input, "record", None) else None,
+                              out=Path(j.output[0]), log=Path(j.log[0])) for j in jobs]
+    return points_step.many(step, cfg, parts, raw_config=dict(smk.config), env_json=Path(env) if env else None)
+
+
+def _given(result):
+    """A step body that hands back what the batch's shared child process made of this stage."""
+    def body(cfg):
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    return body
+
+
+def _run(step: str, smk, *, given=_ALONE, spent: float = 0.0) -> int:
+    """One step (of one stage): its status record written, 1 where the run must stop (see the module
+    docstring), else 0. ``given``: what the step already returned or raised in a batch's shared child
+    process (``spent`` seconds), its log already begun."""
+    t0 = time.monotonic() - spent
     log_path = Path(smk.log[0]) if smk.log else None
-    logs.setup(log_path)
+    logs.setup(log_path, append=given is not _ALONE)
     kernel = getattr(smk.wildcards, "kernel", None)
     where = f" (log: {log_path})" if log_path else ""
     raised, refused = True, False
     try:
         cfg = from_dict(smk.config, trusted=True)
         with gpu_lock.for_mode(None if step in SELF_LOCKING else lock_mode(step, cfg, kernel)) or nullcontext():
-            status = _from_snakemake(step, smk)(cfg) or StepStatus()
+            status = (_from_snakemake(step, smk) if given is _ALONE else _given(given))(cfg) or StepStatus()
         raised = False
     except outcome.NotRun as exc:
         status = StepStatus(status=NOT_RUN, message=str(exc))
@@ -215,7 +303,7 @@ def main(step: str, smk) -> None:
     what = rec.what
     if raised and (step not in TOLERANT or refused):
         log.error("sgemm-lab %s: %s%s", what, status.message, where)
-        sys.exit(1)
+        return 1
     if raised:
         try:
             EMPTY_OUTPUTS[step](smk, rec)
@@ -223,7 +311,7 @@ def main(step: str, smk) -> None:
             logs.append(log_path, traceback.format_exc())
             log.error("sgemm-lab %s: %s; and its outputs could not be written: %s%s", what, status.message,
                       first_line(exc), where)
-            sys.exit(1)
+            return 1
     if rec.status == FAILED:
         log.error("sgemm-lab %s: %s%s", what, rec.message, where)
     elif rec.status != OK:
@@ -231,3 +319,4 @@ def main(step: str, smk) -> None:
     status_out = getattr(smk.output, "status", None)
     if status_out:
         outcome.write(Path(status_out), rec)
+    return 0

@@ -9,7 +9,7 @@ from pathlib import Path
 log = logging.getLogger("sgemm_lab")
 
 
-def setup(log_path: Path | None) -> None:
+def setup(log_path: Path | None, append: bool = False) -> None:
     log.setLevel(logging.INFO)
     for h in list(log.handlers):
         h.close()
@@ -19,7 +19,7 @@ def setup(log_path: Path | None) -> None:
     log.addHandler(err)
     if log_path is not None:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        fh = logging.FileHandler(log_path, mode="w")
+        fh = logging.FileHandler(log_path, mode="a" if append else "w")
         fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
         log.addHandler(fh)
 

@@ -4,6 +4,7 @@ supervised child process (``point_worker``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..config.load import from_dict
@@ -15,17 +16,22 @@ from .logs import setup as setup_logging
 from .outcome import StepStatus
 
 
+_NOTED = False  # (in a child) the GPU's processes were listed before CUDA started here (measure.foreign)
+
+
 def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | None, kind: str,
                  inputs: str | None = None):
     """Built in the isolated child process: verifies (``check``) or measures (``bench``) one shape."""
     from ..measure.runners import TimingSettings
 
+    global _NOTED
     cfg = from_dict(raw_config, trusted=True)
     setup_logging(None)
-    if kind == "bench":  # which processes hold the GPU before this one starts CUDA (see measure.foreign)
+    if kind == "bench" and not _NOTED:  # which processes hold the GPU before this one starts CUDA
         from ..measure.foreign import note_before_cuda
 
         note_before_cuda()
+        _NOTED = True
     runner = _runner(cfg, impl, Path(binary) if binary else None, Path(record) if record else None)
     b = cfg.bench
     timing = TimingSettings(warmup_ms=b.warmup_ms, target_ms=b.target_ms, min_reps=b.min_reps, max_reps=b.max_reps,
@@ -55,41 +61,69 @@ def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | 
     return work
 
 
-def _isolated_points(cfg: LabConfig, impl: str, kind: str, shapes, seed_of, *, binary, record, raw_config,
+def batch_worker(raw_config: dict, members: dict, kind: str, inputs: str | None = None):
+    """Built in one child process for the points of several implementations (a batch job, see
+    ``pipeline.batches``): a point is ``(impl, *point)``; each implementation's worker is made when its
+    first point comes and the one before it dropped (its GPU buffers freed), so the CUDA context, the
+    libraries' handles and the warm clock carry over from stage to stage."""
+    import gc
+
+    state: dict = {}
+
+    def work(point):
+        impl, rest = point[0], tuple(point[1:])
+        if state.get("impl") != impl:
+            state.clear()
+            gc.collect()
+            binary, record = members[impl]
+            state.update(impl=impl, work=point_worker(raw_config, impl, binary, record, kind, inputs))
+        return state["work"](rest)
+
+    return work
+
+
+def _outcome_rows(kind: str, impl: str, o, total: int) -> list[dict]:
+    """The rows of one point's outcome (a failed point becomes a row), each logged in one line."""
+    (m, n, k), _, *dist = o.point
+    tag = f"[{kind} {impl}] {o.index + 1}/{total} {m}x{n}x{k}" + (f" {dist[0]}" if dist else "")
+    if o.status != "ok":
+        log.warning("%s: %s (%s)", tag, o.status.upper(), o.message)
+        return [dict(kernel=impl, m=m, n=n, k=k, **({"distribution": dist[0]} if dist else {}), mode="-",
+                     status=o.status, reason=o.message, verified=False)]
+    for r in o.rows:
+        if r["status"] == "skipped":
+            log.info("%s: skipped (%s)", tag, r["reason"])
+        elif kind == "check":
+            log.info("%s %s: %s (rel err %.2e, limit %.2e, cuBLAS FP32 %.2e)", tag, r["mode"],
+                     "pass" if r["passed"] else "FAIL " + r["reason"], r["rel_err"], r["tolerance"],
+                     r.get("cublas_rel_err", float("nan")))
+        else:
+            from ..measure.foreign import DISTURBED, log_note
+
+            (log.warning if r["status"] == DISTURBED else log.info)(
+                "%s: %.3f TFLOP/s (median %.4f ms, IQR %.4f ms, %d reps, SM %s->%s MHz)%s%s", tag, r["tflops"],
+                r["median_ms"], r["iqr_ms"], r["reps"], r["sm_clock_before_mhz"], r["sm_clock_after_mhz"],
+                "" if r["verified"] else " NOT VERIFIED: " + r["reason"], log_note(r))
+    return o.rows
+
+
+def _points_of(shapes, seed_of) -> list:
+    return [((s.m, s.n, s.k), seed_of(s)) if not isinstance(s, tuple) else
+            ((s[0].m, s[0].n, s[0].k), seed_of(s), s[1].name) for s in shapes]
+
+
+def _isolated_points(cfg: LabConfig, impl: str, kind: str, points: list, *, binary, record, raw_config,
                      inputs: Path | None = None) -> list[dict]:
     """Run each shape in a supervised child process; a hang, crash or CUDA error becomes a row."""
     from ..measure import isolate
 
-    points = [((s.m, s.n, s.k), seed_of(s)) if not isinstance(s, tuple) else
-              ((s[0].m, s[0].n, s[0].k), seed_of(s), s[1].name) for s in shapes]
     rows = []
     for o in isolate.run(points, factory="sgemm_lab.pipeline.points:point_worker",
                          args=(raw_config, impl, str(binary) if binary else None, str(record) if record else None, kind,
                                str(inputs) if inputs else None),
                          timeout_s=cfg.watchdog_s, log=log,
                          gate=gpu_lock.for_mode(lock_mode(kind, cfg, impl))):
-        (m, n, k), _, *dist = o.point
-        tag = f"[{kind} {impl}] {o.index + 1}/{len(points)} {m}x{n}x{k}" + (f" {dist[0]}" if dist else "")
-        if o.status != "ok":
-            rows.append(dict(kernel=impl, m=m, n=n, k=k, **({"distribution": dist[0]} if dist else {}), mode="-",
-                             status=o.status, reason=o.message, verified=False))
-            log.warning("%s: %s (%s)", tag, o.status.upper(), o.message)
-            continue
-        rows += o.rows
-        for r in o.rows:
-            if r["status"] == "skipped":
-                log.info("%s: skipped (%s)", tag, r["reason"])
-            elif kind == "check":
-                log.info("%s %s: %s (rel err %.2e, limit %.2e, cuBLAS FP32 %.2e)", tag, r["mode"],
-                         "pass" if r["passed"] else "FAIL " + r["reason"], r["rel_err"], r["tolerance"],
-                         r.get("cublas_rel_err", float("nan")))
-            else:
-                from ..measure.foreign import DISTURBED, log_note
-
-                (log.warning if r["status"] == DISTURBED else log.info)(
-                    "%s: %.3f TFLOP/s (median %.4f ms, IQR %.4f ms, %d reps, SM %s->%s MHz)%s%s", tag, r["tflops"],
-                    r["median_ms"], r["iqr_ms"], r["reps"], r["sm_clock_before_mhz"], r["sm_clock_after_mhz"],
-                    "" if r["verified"] else " NOT VERIFIED: " + r["reason"], log_note(r))
+        rows += _outcome_rows(kind, impl, o, len(points))
     return rows
 
 
@@ -111,18 +145,27 @@ def run_check_seed(cfg: LabConfig, env_json: Path | None) -> int:
     return base_seed(cfg)
 
 
-def check(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path,
-          raw_config: dict | None = None, env_json: Path | None = None) -> StepStatus | None:
-    """Verify ``impl`` at the check shapes against float64 (a supervised child process), on the run's
-    shared inputs (``out``'s folder, ``inputs/``)."""
+def _check_plan(cfg: LabConfig, impl: str, record: Path | None, env_json: Path | None) -> tuple[int, list]:
     load_spec(cfg, impl, record)  # NotRun before any process starts if the build failed
     base = run_check_seed(cfg, env_json)
-    rows = _isolated_points(cfg, impl, "check", cfg.check.points(), lambda pt: check_seed(base, pt[0], pt[1].name),
-                            binary=binary, record=record, raw_config=raw_config, inputs=out.parent / "inputs")
+    return base, _points_of(cfg.check.points(), lambda pt: check_seed(base, pt[0], pt[1].name))
+
+
+def _check_done(impl: str, rows: list[dict], out: Path, base: int) -> StepStatus | None:
     ran = [r for r in rows if r["status"] != "skipped"]
     status = "pass" if ran and all(r["status"] == "pass" for r in ran) else ("skipped" if not ran else "fail")
     io.write_json(out, {"kernel": impl, "status": status, "base_seed": base, "points": rows})
     return point_problems(rows, ("pass", "skipped"), "runs")
+
+
+def check(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path,
+          raw_config: dict | None = None, env_json: Path | None = None) -> StepStatus | None:
+    """Verify ``impl`` at the check shapes against float64 (a supervised child process), on the run's
+    shared inputs (``out``'s folder, ``inputs/``)."""
+    base, points = _check_plan(cfg, impl, record, env_json)
+    rows = _isolated_points(cfg, impl, "check", points, binary=binary, record=record, raw_config=raw_config,
+                            inputs=out.parent / "inputs")
+    return _check_done(impl, rows, out, base)
 
 
 BENCH_COLUMNS = ["kernel", "m", "n", "k", "status", "reason", "verified", "rel_err", "max_abs_err", "tolerance",
@@ -131,14 +174,101 @@ BENCH_COLUMNS = ["kernel", "m", "n", "k", "status", "reason", "verified", "rel_e
                  "alpha", "beta", "seed", "device_index", "device_uuid", "device_name", "disturbance"]
 
 
+def _bench_plan(cfg: LabConfig, impl: str, record: Path | None, env_json: Path | None = None) -> tuple[None, list]:
+    load_spec(cfg, impl, record)  # NotRun before any process starts if the build failed
+    base = base_seed(cfg)
+    return None, _points_of(cfg.bench_shapes(impl), lambda s: point_seed(base, impl, s, "bench"))
+
+
+def _bench_done(impl: str, rows: list[dict], out: Path, _base=None) -> StepStatus | None:
+    io.write_csv(out, rows, columns=BENCH_COLUMNS)
+    return point_problems(rows, ("ok", "skipped"), "shapes")
+
+
 def bench(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path,
           raw_config: dict | None = None) -> StepStatus | None:
     """Verify and time ``impl`` at every bench shape and, for the stages in the suite, the suite shapes
     (a supervised child process holding the GPU)."""
-    load_spec(cfg, impl, record)  # NotRun before any process starts if the build failed
-    base = base_seed(cfg)
-    rows = _isolated_points(cfg, impl, "bench", cfg.bench_shapes(impl), lambda s: point_seed(base, impl, s, "bench"),
-                            binary=binary, record=record, raw_config=raw_config)
-    io.write_csv(out, rows, columns=BENCH_COLUMNS)
-    return point_problems(rows, ("ok", "skipped"), "shapes")
+    _, points = _bench_plan(cfg, impl, record)
+    rows = _isolated_points(cfg, impl, "bench", points, binary=binary, record=record, raw_config=raw_config)
+    return _bench_done(impl, rows, out)
 
+
+@dataclass(frozen=True, kw_only=True)
+class Part:
+    """One stage of a batch job (``pipeline.batches``) for ``many``."""
+
+    impl: str
+    binary: Path | None
+    record: Path | None
+    out: Path
+    log: Path | None
+
+
+def many(kind: str, cfg: LabConfig, parts: list[Part], *, raw_config: dict,
+         env_json: Path | None = None) -> dict[str, tuple[object, float]]:
+    """``check`` or ``bench`` of several implementations in one supervised child process (one CUDA
+    context and warm clock for the batch; a hang, crash or CUDA error still ends only its point, and the
+    next point gets a fresh child). Each stage's log is its own. Returns impl -> (its StepStatus or None,
+    or the exception that stopped it; seconds spent on it)."""
+    import time
+
+    from ..measure import isolate
+    from ..measure.isolate import Outcome
+
+    plan, done = (_check_plan, _check_done) if kind == "check" else (_bench_plan, _bench_done)
+    results: dict[str, tuple[object, float]] = {}
+    planned: dict[str, tuple[Part, object, list]] = {}
+    for p in parts:
+        try:
+            planned[p.impl] = (p, *plan(cfg, p.impl, p.record, env_json))
+        except Exception as exc:  # noqa: BLE001 - the stage's own problem (its entry records it)
+            results[p.impl] = (exc, 0.0)
+    if not planned:
+        return results
+    flat = [(impl, *pt) for impl, (_, _, pts) in planned.items() for pt in pts]
+    rows: dict[str, list[dict]] = {impl: [] for impl in planned}
+    seen: dict[str, int] = {impl: 0 for impl in planned}
+    t_mark = time.monotonic()
+    current: list[str | None] = [None]
+
+    def finish(impl: str) -> None:
+        nonlocal t_mark
+        p, base, _ = planned[impl]
+        try:
+            status = done(impl, rows[impl], p.out, base)
+        except Exception as exc:  # noqa: BLE001
+            status = exc
+        now = time.monotonic()
+        results[impl] = (status, now - t_mark)
+        t_mark = now
+
+    first = next(iter(planned.values()))[0]
+    inputs = first.out.parent / "inputs" if kind == "check" else None
+    members = {impl: (str(p.binary) if p.binary else None, str(p.record) if p.record else None)
+               for impl, (p, _, _) in planned.items()}
+    try:
+        for o in isolate.run(flat, factory="sgemm_lab.pipeline.points:batch_worker",
+                             args=(raw_config, members, kind, str(inputs) if inputs else None),
+                             timeout_s=cfg.watchdog_s, log=log, gate=gpu_lock.for_mode(lock_mode(kind, cfg, first.impl))):
+            impl = o.point[0]
+            if impl != current[0]:
+                for before in list(planned)[: list(planned).index(impl)]:  # stages done (or with no points)
+                    if before not in results:
+                        finish(before)
+                current[0] = impl
+                setup_logging(planned[impl][0].log)
+            local = Outcome(seen[impl], tuple(o.point[1:]), o.status, o.rows, o.message)
+            seen[impl] += 1
+            rows[impl] += _outcome_rows(kind, impl, local, len(planned[impl][2]))
+    except Exception as exc:  # noqa: BLE001 - the supervisor itself failed: every stage not finished
+        for impl in planned:
+            if impl not in results and impl != current[0]:
+                results[impl] = (exc, 0.0)
+        if current[0] is not None and current[0] not in results:
+            results[current[0]] = (exc, time.monotonic() - t_mark)
+        return results
+    for impl in planned:
+        if impl not in results:
+            finish(impl)
+    return results

@@ -1,0 +1,105 @@
+"""Which stages share one job, and what one stage of such a job sees.
+
+A job per stage and step (build, check, bench, tile sweep) cost about 1.5 s each before its step began
+(Snakemake's own bookkeeping, a fresh interpreter, its imports, the configuration read again): with 25
+stages, about two minutes of a run. The workflow runs them in *batches* instead: one job per step and
+class of stage, each stage still with its own outputs, log and status record, so that everything
+downstream (and a reader) sees the same files as before. A stage stays addressable: a batch job reruns
+what changed for one stage and reuses the others' results when nothing they depend on changed
+(``pipeline.reuse``).
+
+The classes follow what a job needs, never a kernel's name:
+
+- build: ``host`` (the C compiler), ``gpu`` (read from the precompile step), ``tuned`` (autotuned and
+  dispatch stages: they wait for the tile and shape sweeps they are picked from);
+- check and bench: ``host`` (host stages and the NumPy baseline: timed with every core to themselves,
+  they need no GPU slot of their own) and ``gpu``;
+- sweep: one batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+from ..config.records import BASELINES, LabConfig
+
+BATCHED = ("build", "check", "bench", "sweep")
+
+
+def _timed_on_host(cfg: LabConfig, impl: str) -> bool:
+    """Timed with the CPU to itself: a host stage (not autotuned) or the NumPy baseline."""
+    if impl == "numpy":
+        return True
+    if impl in BASELINES:
+        return False
+    spec = cfg.kernel(impl)
+    return spec.backend == "host" and not spec.autotuned
+
+
+def batches(cfg: LabConfig, step: str) -> dict[str, tuple[str, ...]]:
+    """Batch name -> its stages (in the config's order) for ``step``; empty batches are left out."""
+    if step == "build":
+        def cls(k) -> str:
+            return "tuned" if k.autotuned or k.dispatched else "host" if k.backend == "host" else "gpu"
+
+        groups = {"host": [], "gpu": [], "tuned": []}
+        for k in cfg.kernels:
+            groups[cls(k)].append(k.id)
+    elif step in ("check", "bench"):
+        groups = {"host": [], "gpu": []}
+        for impl in cfg.implementations:
+            groups["host" if _timed_on_host(cfg, impl) else "gpu"].append(impl)
+    elif step == "sweep":
+        groups = {"all": [k.id for k in cfg.swept]}
+    else:
+        raise ValueError(f"no batches for step {step!r}")
+    return {name: tuple(ids) for name, ids in groups.items() if ids}
+
+
+def uses_gpu(cfg: LabConfig, step: str, members: tuple[str, ...]) -> bool:
+    """Whether a batch job needs the GPU (its Snakemake resource): everything but host-timed benches and
+    host builds."""
+    if step == "sweep":
+        return True
+    if step == "build":
+        return any(not (cfg.kernel(k).backend == "host" and not cfg.kernel(k).autotuned) for k in members)
+    return any(not _timed_on_host(cfg, k) for k in members)
+
+
+class Named(list):
+    """A list whose items may also have names, like Snakemake's ``input``/``output`` (``o[0]``, ``o.status``)."""
+
+    def __init__(self, items: list[tuple[str | None, Any]]):
+        super().__init__(value for _, value in items)
+        for name, value in items:
+            if name:
+                setattr(self, name, value)
+
+
+@dataclass(frozen=True)
+class MemberJob:
+    """One stage of a batch job, in the shape of the Snakemake job object that the steps read
+    (``input``, ``output``, ``log``, ``wildcards``, ``params``, ``config``)."""
+
+    input: Named
+    output: Named
+    log: list
+    wildcards: SimpleNamespace
+    params: SimpleNamespace
+    config: dict
+    batch_log: str | None = None
+
+
+def member_jobs(smk) -> list[MemberJob]:
+    """The stages of a batch job, from its ``params.members`` (written by workflow/rules/common.smk:
+    impl -> {"input": [[name, value], ...], "output": [[name, path], ...], "log": path, "params": {...}})."""
+    batch_log = str(smk.log[0]) if smk.log else None
+    out = []
+    for impl, m in smk.params.members.items():
+        out.append(MemberJob(input=Named([(n, v) for n, v in m["input"]]),
+                             output=Named([(n, v) for n, v in m["output"]]),
+                             log=[m["log"]], wildcards=SimpleNamespace(kernel=impl),
+                             params=SimpleNamespace(**m.get("params", {})), config=smk.config, batch_log=batch_log))
+    return out

@@ -1,0 +1,123 @@
+"""Stages sharing jobs (sgemm_lab.pipeline.batches) and a stage's results kept inside a run when nothing its
+step reads changed (sgemm_lab.pipeline.reuse): host builds through the real entry point, with the C compiler."""
+
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from sgemm_lab.pipeline import entry, reuse
+from sgemm_lab.pipeline.batches import BATCHED, batches, uses_gpu
+
+
+def test_every_stage_is_in_exactly_one_batch_of_each_step(lab):
+    for step in BATCHED:
+        groups = batches(lab, step)
+        members = [impl for ids in groups.values() for impl in ids]
+        want = {"build": [k.id for k in lab.kernels], "sweep": [k.id for k in lab.swept]}.get(step,
+                                                                                            list(lab.implementations))
+        assert sorted(members) == sorted(want) and len(members) == len(set(members)), step
+        assert all(ids for ids in groups.values())
+
+
+def test_batches_follow_what_a_job_needs(lab):
+    build = batches(lab, "build")
+    for k in lab.kernels:
+        where = next(name for name, ids in build.items() if k.id in ids)
+        assert where == ("tuned" if k.autotuned or k.dispatched else "host" if k.backend == "host" else "gpu")
+    bench = batches(lab, "bench")
+    assert "numpy" in bench["host"] and "cublas" in bench["gpu"]
+    assert batches(lab, "check") == bench  # a host stage's check needs no GPU slot of its own either
+    assert not uses_gpu(lab, "bench", bench["host"]) and uses_gpu(lab, "bench", bench["gpu"])
+    assert not uses_gpu(lab, "build", build["host"]) and uses_gpu(lab, "build", build["gpu"])
+
+
+def test_the_key_follows_inputs_and_the_stage_own_configuration(raw_config, tmp_path):
+    src = tmp_path / "a.c"
+    src.write_text("int x;\n")
+    k0 = reuse.key("build", "00_hostmult0", [str(src)], raw_config)
+    assert reuse.key("build", "00_hostmult0", [str(src)], raw_config) == k0
+    assert reuse.key("bench", "00_hostmult0", [str(src)], raw_config) != k0
+    other = json.loads(json.dumps(raw_config))
+    other["kernels"][-1]["title"] = "another stage's entry"  # not the stage's own: same key
+    assert reuse.key("build", "00_hostmult0", [str(src)], other) == k0
+    other["kernels"][0]["title"] = "its own entry"
+    assert reuse.key("build", "00_hostmult0", [str(src)], other) != k0
+    other = dict(raw_config, bench=dict(raw_config["bench"], target_ms=1))  # the rest of the configuration
+    assert reuse.key("build", "00_hostmult0", [str(src)], other) != k0
+    src.write_text("int y;\n")
+    assert reuse.key("build", "00_hostmult0", [str(src)], raw_config) != k0
+
+
+@pytest.fixture
+def host_batch(lab, raw_config, tmp_path, monkeypatch):
+    """The host build batch as its Snakemake job would hand it to the entry point, in a scratch folder."""
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    from conftest import ROOT
+
+    from sgemm_lab.config import records
+    from sgemm_lab.config.load import validate
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(records, "KERNEL_DIR", tmp_path / "kernels")  # the builds compile these copies
+    config = validate(raw_config, source="test")
+    results = tmp_path / "results"
+    env = results / "environment.json"
+    env.parent.mkdir(parents=True)
+    env.write_text('{"gpu": {"arch": "sm_90"}}\n')
+    ids = batches(lab, "build")["host"]
+    sources = {i: tmp_path / "kernels" / lab.kernel(i).source for i in ids}
+    for i, s in sources.items():
+        s.parent.mkdir(exist_ok=True)
+        shutil.copy(ROOT / "kernels" / lab.kernel(i).source, s)
+    members = {i: {"input": [["env", str(env)], ["source", str(sources[i])]],
+                   "output": [["binary", str(results / f"build/{i}.bin")], ["record", str(results / f"build/{i}.json")],
+                              ["status", str(results / f"status/build/{i}.json")]],
+                   "log": str(results / f"logs/build/{i}.log"), "params": {}} for i in ids}
+    smk = SimpleNamespace(params=SimpleNamespace(members=members), config=config,
+                          log=[str(results / "logs/build/host.batch.log")], input=[], output=[],
+                          wildcards=SimpleNamespace())
+    return smk, ids, sources, results
+
+
+def test_a_batch_reruns_only_the_stage_whose_inputs_changed(host_batch, capsys):
+    smk, ids, sources, results = host_batch
+    assert len(ids) >= 2, "the default config has two host stages"
+    entry.main("build", smk)
+    first = {i: (results / f"build/{i}.bin").read_bytes() for i in ids}
+    assert all(first.values())
+    assert all(json.loads((results / f"status/build/{i}.json").read_text())["status"] == "ok" for i in ids)
+    capsys.readouterr()
+
+    entry_of = next(k for k in smk.config["kernels"] if k["id"] == ids[0])
+    entry_of["title"] += " (edited)"  # its configuration entry (the two host stages share one source file)
+    for i in ids:  # Snakemake removes a job's outputs before it runs
+        (results / f"build/{i}.bin").unlink()
+    entry.main("build", smk)
+    err = capsys.readouterr().err
+    assert f"{ids[0]}: ok in" in err and f"{ids[1]}: ok, inputs unchanged: results kept" in err
+    assert (results / f"build/{ids[1]}.bin").read_bytes() == first[ids[1]]
+    batch_log = (results / "logs/build/host.batch.log").read_text()
+    assert f"[build 2/{len(ids)}] {ids[1]}" in batch_log
+
+    smk.config["reuse"] = False  # --config reuse=false: every stage again
+    entry.main("build", smk)
+    assert "results kept" not in capsys.readouterr().err
+    smk.config["reuse"] = True
+    sources[ids[1]].write_text(sources[ids[1]].read_text() + "\n/* edited */\n")  # an input file
+    entry.main("build", smk)
+    assert "results kept" not in capsys.readouterr().err
+
+
+def test_a_failed_stage_is_recorded_and_not_kept(host_batch, capsys):
+    smk, ids, sources, results = host_batch
+    sources[ids[0]].write_text("this is not C\n")  # (both host stages are in this file)
+    entry.main("build", smk)  # a failed build is the stage's problem: recorded, the job goes on
+    status = json.loads((results / f"status/build/{ids[0]}.json").read_text())
+    assert status["status"] == "failed" and status["log"].endswith(f"{ids[0]}.log")
+    assert not (results / "reuse" / "build" / ids[0]).exists()
+    entry.main("build", smk)
+    assert f"{ids[0]}: failed in" in capsys.readouterr().err  # tried again, not kept
