@@ -3,9 +3,12 @@ and that a stage which does not compile is counted, never failed, there."""
 
 import json
 
+from conftest import ROOT
+
 from sgemm_lab.dispatch.choice import candidate_specs
 from sgemm_lab.gpu import build as gpu_build
 from sgemm_lab.gpu.compile import compile_options
+from sgemm_lab.gpu.device import DeviceInfo
 from sgemm_lab.pipeline import build as build_step
 
 
@@ -41,15 +44,33 @@ def test_precompile_counts_a_stage_that_does_not_compile(lab, tmp_path, monkeypa
 
     monkeypatch.setattr(gpu_build, "compile_many", fake_compile_many)
     env = tmp_path / "env.json"
-    env.write_text(json.dumps({"gpu": {"arch": "sm_90"}}))
+    record = json.loads((ROOT / "tests" / "fixtures" / "h100" / "environment.json").read_text())
+    env.write_text(json.dumps(record))
     out = tmp_path / "precompiled.json"
     build_step.precompile(lab, env_json=env, out=out, jobs=3)
-    specs = build_step.precompile_specs(lab)
+    specs = build_step.precompile_specs(lab, DeviceInfo(**record["gpu"]))
     rec = json.loads(out.read_text())
-    assert calls == [(len(specs), "sm_90", 3, gpu_build.prebuilt_dir(tmp_path, {"gpu": {"arch": "sm_90"}}), True)]
+    assert calls == [(len(specs), "sm_90", 3, gpu_build.prebuilt_dir(tmp_path, record), True)]
     assert rec["failed"] == [specs[1].id]
     assert rec["compiled"] == [sp.id for i, sp in enumerate(specs) if i != 1]
     assert rec["arch"] == "sm_90"
+
+
+def test_precompile_compiles_the_tile_sweeps_points_too(lab, tmp_path):
+    """The sweep of each swept stage reads its points' binaries from the precompile step: the same specs,
+    filtered against the same device limits (pipeline.sweep.sweep_todo)."""
+    from sgemm_lab.pipeline.sweep import sweep_todo
+
+    record = json.loads((ROOT / "tests" / "fixtures" / "h100" / "environment.json").read_text())
+    dev = DeviceInfo(**record["gpu"])
+    opts = {" ".join(compile_options(sp)) + sp.source for sp in build_step.precompile_specs(lab, dev)}
+    assert lab.swept
+    for spec in lab.swept:
+        filtered, todo = sweep_todo(lab, spec, dev)
+        assert todo and all(" ".join(compile_options(sp)) + sp.source in opts for _, sp, _ in todo)
+        assert all(r["status"] == "filtered" for r in filtered)
+    without = {" ".join(compile_options(sp)) + sp.source for sp in build_step.precompile_specs(lab)}
+    assert without < opts  # no device limits known: the stages only
 
 
 class _Pool:

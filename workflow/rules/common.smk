@@ -143,7 +143,9 @@ def build_params(impl):
 
 
 def sweep_inputs(wildcards):
-    return {"env": ENV_JSON, "source": str(LAB.kernel(wildcards.kernel).source_path)}
+    """A swept stage's source; the precompile step's record (it compiles the sweep points too)."""
+    return {"env": ENV_JSON, "source": str(LAB.kernel(wildcards.kernel).source_path),
+            "precompiled": ancient(PRECOMPILED)}
 
 
 def sweep_params(impl):

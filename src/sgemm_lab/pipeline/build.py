@@ -28,13 +28,15 @@ def _epilogue_variants(cfg: LabConfig, spec) -> list:
     return out
 
 
-def precompile_specs(cfg: LabConfig) -> list:
+def precompile_specs(cfg: LabConfig, dev=None) -> list:
     """What the builds of ``cfg`` compile that is known before any GPU has measured anything: every plain
     GPU stage with its epilogue variants, and every candidate of a dispatch stage (autotuned stages are
-    picked from their sweeps, which compile their own points; host stages use the C compiler)."""
+    picked from their sweeps; host stages use the C compiler); with the device's limits ``dev``, also
+    every tile-sweep point that passes them (``sweep.sweep_todo``)."""
     from dataclasses import replace
 
     from ..dispatch.choice import candidate_specs
+    from .sweep import sweep_todo
 
     out = []
     for spec in cfg.kernels:
@@ -44,20 +46,29 @@ def precompile_specs(cfg: LabConfig) -> list:
             out += candidate_specs(cfg, spec)
         else:
             out += [spec, *(replace(v, id=f"{spec.id}.epilogue{i}") for i, v in enumerate(_epilogue_variants(cfg, spec)))]
+    if dev is not None:
+        for spec in cfg.swept:
+            out += [replace(sp, id=f"{spec.id}.sweep{i}") for i, (_, sp, _) in enumerate(sweep_todo(cfg, spec, dev)[1])]
     return out
 
 
 def precompile(cfg: LabConfig, *, env_json: Path, out: Path, jobs: int | None = None) -> None:
     """Compile ``precompile_specs`` side by side (nvcc only, no GPU, at low priority) and keep the
-    binaries beside the run's results (``gpu.build.prebuilt_dir``), so that the per-stage builds, which
-    run one at a time under ``--cores 1``, read them instead of starting compile workers. A stage that
+    binaries beside the run's results (``gpu.build.prebuilt_dir``), so that the builds and tile sweeps,
+    which run one at a time under ``--cores 1``, read them instead of starting compile workers. A stage that
     does not compile is left to its own build, which fails with its own log; here it is only counted."""
     import os
 
     from ..gpu.build import compile_many, prebuilt_dir
 
-    specs = precompile_specs(cfg)
+    from ..gpu.device import DeviceInfo
+
     env = io.read_json(env_json)
+    try:
+        dev = DeviceInfo(**env["gpu"])
+    except TypeError:  # a record without the device's limits: the sweeps compile their own points
+        dev = None
+    specs = precompile_specs(cfg, dev)
     arch = env["gpu"]["arch"]
     jobs = jobs or os.cpu_count() or 1
     t0 = time.perf_counter()

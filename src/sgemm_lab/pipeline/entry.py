@@ -188,7 +188,8 @@ def main(step: str, smk) -> None:
     ``pipeline.batches``), record its status, one clear line on failure (the detail stays in the log)."""
     import sys
 
-    code = _batch(step, smk) if hasattr(smk.params, "members") else _run(step, smk)
+    batch = getattr(getattr(smk, "params", None), "members", None) is not None
+    code = _batch(step, smk) if batch else _run(step, smk)
     if code:
         sys.exit(code)
 

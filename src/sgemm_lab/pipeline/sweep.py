@@ -90,30 +90,23 @@ def time_points(cfg: LabConfig, kernel: str, runnable: list[tuple[dict, tuple]],
     return rows
 
 
-def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
-          raw_config: dict | None = None) -> StepStatus | None:
-    """Tile sweep of one stage on ``cfg.sweep.shape``: filter against the device limits recorded by the
-    environment step and compile in parallel (no GPU needed), then, with the GPU to itself, verify and
-    time each point in a supervised child process (a hang or CUDA error is that point's row)."""
+def sweep_todo(cfg: LabConfig, spec, dev, machine_columns: dict | None = None
+               ) -> tuple[list[dict], list[tuple[dict, object, dict]]]:
+    """A stage's sweep points on ``cfg.sweep.shape`` against the device limits ``dev``: the rows of those
+    filtered before compiling, and (row head, spec, params) of those to compile (the precompile step
+    compiles the same)."""
     import json
 
     from ..config import geometry
     from ..dispatch.autotune import sweep_points
-    from ..gpu.build import compile_many
     from ..gpu.compile import compile_options, source_hash
-    from ..gpu.device import DeviceInfo
 
-    spec = cfg.kernel(kernel)
-    env = io.read_json(env_json)
-    dev = DeviceInfo(**env["gpu"])
-    arch = dev.arch
     shape = cfg.sweep.shape
-    points = sweep_points(spec)
-    provenance = dict(source_sha256=source_hash(spec), **machine(env))
+    provenance = dict(source_sha256=source_hash(spec), **(machine_columns or {}))
     rows, todo = [], []
-    for params in points:
+    for params in sweep_points(spec):
         sp = spec.with_params(**params)
-        head = dict(kernel=kernel, m=shape.m, n=shape.n, k=shape.k, params=json.dumps(params, sort_keys=True), **params,
+        head = dict(kernel=spec.id, m=shape.m, n=shape.n, k=shape.k, params=json.dumps(params, sort_keys=True), **params,
                     **provenance)
         try:
             head.update(threads=geometry.threads_per_block(sp), shared_bytes=geometry.shared_bytes(sp))
@@ -127,11 +120,27 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
             rows.append(dict(head, status="filtered", reason="; ".join(problems + ([reason] if reason else []))))
         else:
             todo.append((dict(head, compile_options=" ".join(compile_options(sp))), sp, params))
+    return rows, todo
+
+
+def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
+          raw_config: dict | None = None) -> StepStatus | None:
+    """Tile sweep of one stage on ``cfg.sweep.shape``: filter against the device limits recorded by the
+    environment step and compile in parallel (no GPU needed; the precompile step's binaries read where it
+    made them), then, with the GPU to itself, verify and time each point in a supervised child process
+    (a hang or CUDA error is that point's row)."""
+    from ..gpu.build import compile_many, prebuilt_dir
+    from ..gpu.device import DeviceInfo
+
+    env = io.read_json(env_json)
+    dev = DeviceInfo(**env["gpu"])
+    rows, todo = sweep_todo(cfg, cfg.kernel(kernel), dev, machine(env))
     log.info("[sweep %s] %d points: %d filtered before compiling, %d to compile (%d parallel jobs)", kernel,
-             len(points), len(rows), len(todo), cfg.sweep.jobs)
+             len(rows) + len(todo), len(rows), len(todo), cfg.sweep.jobs)
 
     t0 = time.perf_counter()
-    built = compile_many([sp for _, sp, _ in todo], arch, jobs=cfg.sweep.jobs)
+    built = compile_many([sp for _, sp, _ in todo], dev.arch, jobs=cfg.sweep.jobs,
+                         prebuilt=prebuilt_dir(env_json.parent, env))
     log.info("[sweep %s] compiled in %.1f s", kernel, time.perf_counter() - t0)
     runnable = []
     for (head, sp, params), (cubin, err) in zip(todo, built):
@@ -143,4 +152,3 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
                         label=lambda head: f"[sweep {kernel}] {head['params']}")
     io.write_csv(out, rows)
     return point_problems(rows, ("ok", "filtered"), "sweep points")
-
