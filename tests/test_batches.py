@@ -121,3 +121,45 @@ def test_a_failed_stage_is_recorded_and_not_kept(host_batch, capsys):
     assert not (results / "reuse" / "build" / ids[0]).exists()
     entry.main("build", smk)
     assert f"{ids[0]}: failed in" in capsys.readouterr().err  # tried again, not kept
+
+
+def test_a_sweep_batch_keeps_each_stage_rows_and_log_apart(lab, tmp_path, monkeypatch):
+    """sweep.sweep_many: the points of several stages' sweeps in one supervisor (faked here: the points
+    come back with a hang among them); each stage gets its own rows in order, its log and its verdict,
+    and a stage whose planning failed is that stage's failure alone."""
+    from sgemm_lab.errors import CompileError
+    from sgemm_lab.measure import isolate
+    from sgemm_lab.measure.isolate import Outcome
+    from sgemm_lab.pipeline import sweep as sweep_step
+
+    def plan(cfg, kernel, env_json, say):
+        if kernel == "c":
+            raise CompileError("kernel c: nvcc failed")
+        say("[sweep %s] planned", kernel)
+        filtered = [dict(kernel=kernel, params=f"{kernel}-f", status="filtered", reason="too much shared memory")]
+        return filtered, [(dict(kernel=kernel, params=f"{kernel}{i}"), (f"{kernel}{i}", b"cubin")) for i in range(2)]
+
+    def run_split(points, gates, *, factory, args, timeout_s, log=None, on_outcome=None):
+        assert factory.endswith(":sweep_batch_worker") and [p[0] for p in points] == ["a", "a", "b", "b"]
+        outs = [Outcome(i, p, "timeout", message="no result after 3 s (watchdog)") if p[1] == "a1" else
+                Outcome(i, p, "ok", rows=[dict(status="ok", verified=True, tflops=1.0, registers=32, local_bytes=0)])
+                for i, p in enumerate(points)]
+        for o in outs:
+            on_outcome(o)
+        return outs
+
+    monkeypatch.setattr(sweep_step, "_plan", plan)
+    monkeypatch.setattr(isolate, "run_split", run_split)
+    monkeypatch.setattr(sweep_step, "child_gates", lambda exclusive: [None])
+    parts = [(k, tmp_path / f"{k}.csv", tmp_path / f"{k}.log") for k in ("a", "b", "c")]
+    got = sweep_step.sweep_many(lab, parts, env_json=tmp_path / "env.json", raw_config={})
+    assert isinstance(got["c"][0], CompileError) and not (tmp_path / "c.csv").exists()
+    assert got["b"][0] is None and got["a"][0].status == "failed" and "TIMEOUT" in got["a"][0].message
+    import pandas as pd
+
+    a, b = pd.read_csv(tmp_path / "a.csv"), pd.read_csv(tmp_path / "b.csv")
+    assert list(a.params) == ["a-f", "a0", "a1"] and list(a.status) == ["filtered", "ok", "timeout"]
+    assert list(b.params) == ["b-f", "b0", "b1"] and list(b.status) == ["filtered", "ok", "ok"]
+    log_a, log_b = (tmp_path / "a.log").read_text(), (tmp_path / "b.log").read_text()
+    assert "[sweep a] a1 (2/2): TIMEOUT" in log_a and "[sweep b]" not in log_a
+    assert "[sweep b] b1 (2/2): 1.00 TFLOP/s" in log_b and "[sweep a]" not in log_b

@@ -59,6 +59,18 @@ def _keep(key: str, value) -> None:
     _state[key] = (os.getpid(), value)
 
 
+def note_before_cuda_once() -> None:
+    """``note_before_cuda`` the first time in this process (a worker that serves several stages makes
+    later stages' workers after CUDA has started here)."""
+    global _noted
+    if not _noted:
+        note_before_cuda()
+        _noted = True
+
+
+_noted = False
+
+
 def note_before_cuda() -> None:
     """List the processes on every GPU before CUDA starts in this process, so that its own entry can be
     told later when NVML's PIDs are not this namespace's. Call it before the first CUDA call; harmless

@@ -251,12 +251,16 @@ _ALONE = object()  # a stage whose step runs on its own (not in a batch's shared
 
 
 def _shared_child(step: str, smk, jobs: list) -> dict:
-    """check and bench: the points of every stage of the batch in one supervised child process
-    (``points.many``): impl -> (what its step returned or raised, seconds). Other steps: {}."""
-    if step not in ("check", "bench"):
+    """check, bench and sweep: the points of every stage of the batch in one supervised child process
+    (``points.many``, ``sweep.sweep_many``): impl -> (what its step returned or raised, seconds). Other
+    steps: {}."""
+    if step not in ("check", "bench", "sweep"):
         return {}
     cfg = from_dict(smk.config, trusted=True)
     env = getattr(jobs[0].input, "env", None)
+    if step == "sweep":
+        return sweep_step.sweep_many(cfg, [(j.wildcards.kernel, Path(j.output[0]), Path(j.log[0])) for j in jobs],
+                                     env_json=Path(env), raw_config=dict(smk.config))
     parts = [points_step.Part(impl=j.wildcards.kernel, binary=Path(j.input.binary) if getattr(j.input, "binary", None) else None,
                               record=Path(j.input.record) if getattr(j.input, "record", None) else None,
                               out=Path(j.output[0]), log=Path(j.log[0])) for j in jobs]

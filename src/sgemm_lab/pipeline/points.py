@@ -16,22 +16,17 @@ from .logs import setup as setup_logging
 from .outcome import StepStatus
 
 
-_NOTED = False  # (in a child) the GPU's processes were listed before CUDA started here (measure.foreign)
-
-
 def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | None, kind: str,
                  inputs: str | None = None):
     """Built in the isolated child process: verifies (``check``) or measures (``bench``) one shape."""
     from ..measure.runners import TimingSettings
 
-    global _NOTED
     cfg = from_dict(raw_config, trusted=True)
     setup_logging(None)
-    if kind == "bench" and not _NOTED:  # which processes hold the GPU before this one starts CUDA
-        from ..measure.foreign import note_before_cuda
+    if kind == "bench":  # which processes hold the GPU before this one starts CUDA (see measure.foreign)
+        from ..measure.foreign import note_before_cuda_once
 
-        note_before_cuda()
-        _NOTED = True
+        note_before_cuda_once()
     runner = _runner(cfg, impl, Path(binary) if binary else None, Path(record) if record else None)
     b = cfg.bench
     timing = TimingSettings(warmup_ms=b.warmup_ms, target_ms=b.target_ms, min_reps=b.min_reps, max_reps=b.max_reps,

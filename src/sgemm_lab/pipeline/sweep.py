@@ -32,9 +32,9 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
     s = cfg.sweep
     timing = TimingSettings(warmup_ms=s.warmup_ms, target_ms=s.target_ms, min_reps=s.min_reps, max_reps=s.max_reps,
                             rewarm_ms=s.rewarm_ms)
-    from ..measure.foreign import note_before_cuda
+    from ..measure.foreign import note_before_cuda_once
 
-    note_before_cuda()  # which processes hold the GPU before this one starts CUDA (see measure.foreign)
+    note_before_cuda_once()  # which processes hold the GPU before this one starts CUDA (see measure.foreign)
     dev = device_info()
     runner = None
 
@@ -58,6 +58,25 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
         # a point timed while other work shared the GPU is no candidate: the pick reads ok rows only
         status = "failed" if not r["verified"] else "disturbed" if r.pop("disturbed", False) else "ok"
         return [dict(head, status=status, **r)]
+
+    return work
+
+
+def sweep_batch_worker(raw_config: dict, seed: int):
+    """Built in one child process for the points of several stages' sweeps (a batch job, see
+    ``pipeline.batches``): a point is ``(kernel, *point)``; each stage's worker is made when its first
+    point comes and the one before it dropped, so the CUDA context and the warm clock carry over."""
+    import gc
+
+    state: dict = {}
+
+    def work(point):
+        kernel, rest = point[0], tuple(point[1:])
+        if state.get("kernel") != kernel:
+            state.clear()
+            gc.collect()
+            state.update(kernel=kernel, work=sweep_worker(raw_config, kernel, seed))
+        return state["work"](rest)
 
     return work
 
@@ -123,32 +142,129 @@ def sweep_todo(cfg: LabConfig, spec, dev, machine_columns: dict | None = None
     return rows, todo
 
 
-def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
-          raw_config: dict | None = None) -> StepStatus | None:
-    """Tile sweep of one stage on ``cfg.sweep.shape``: filter against the device limits recorded by the
-    environment step and compile in parallel (no GPU needed; the precompile step's binaries read where it
-    made them), then, with the GPU to itself, verify and time each point in a supervised child process
-    (a hang or CUDA error is that point's row)."""
+def _plan(cfg: LabConfig, kernel: str, env_json: Path, say) -> tuple[list[dict], list]:
+    """Filter and compile a stage's sweep points: rows of the points that will not run, and
+    (head, (params, cubin)) of those that will."""
     from ..gpu.build import compile_many, prebuilt_dir
     from ..gpu.device import DeviceInfo
 
     env = io.read_json(env_json)
     dev = DeviceInfo(**env["gpu"])
     rows, todo = sweep_todo(cfg, cfg.kernel(kernel), dev, machine(env))
-    log.info("[sweep %s] %d points: %d filtered before compiling, %d to compile (%d parallel jobs)", kernel,
-             len(rows) + len(todo), len(rows), len(todo), cfg.sweep.jobs)
-
+    say("[sweep %s] %d points: %d filtered before compiling, %d to compile (%d parallel jobs)", kernel,
+        len(rows) + len(todo), len(rows), len(todo), cfg.sweep.jobs)
     t0 = time.perf_counter()
     built = compile_many([sp for _, sp, _ in todo], dev.arch, jobs=cfg.sweep.jobs,
                          prebuilt=prebuilt_dir(env_json.parent, env))
-    log.info("[sweep %s] compiled in %.1f s", kernel, time.perf_counter() - t0)
+    say("[sweep %s] compiled in %.1f s", kernel, time.perf_counter() - t0)
     runnable = []
     for (head, sp, params), (cubin, err) in zip(todo, built):
         if err:
             rows.append(dict(head, status="compile_error", reason=str(err)))
         else:
             runnable.append((head, (params, cubin)))
-    rows += time_points(cfg, kernel, runnable, raw_config=raw_config,
-                        label=lambda head: f"[sweep {kernel}] {head['params']}")
+    return rows, runnable
+
+
+def _done(rows: list[dict], out: Path) -> StepStatus | None:
     io.write_csv(out, rows)
     return point_problems(rows, ("ok", "filtered"), "sweep points")
+
+
+def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
+          raw_config: dict | None = None) -> StepStatus | None:
+    """Tile sweep of one stage on ``cfg.sweep.shape``: filter against the device limits recorded by the
+    environment step and compile in parallel (no GPU needed; the precompile step's binaries read where it
+    made them), then, with the GPU to itself, verify and time each point in a supervised child process
+    (a hang or CUDA error is that point's row)."""
+    rows, runnable = _plan(cfg, kernel, env_json, log.info)
+    rows += time_points(cfg, kernel, runnable, raw_config=raw_config,
+                        label=lambda head: f"[sweep {kernel}] {head['params']}")
+    return _done(rows, out)
+
+
+def _stage_log(kernel: str, path: Path | None):
+    """A logger of its own for one stage of a batch (its file, and stderr): the points of several
+    stages may come back in any order when they are dealt over several GPUs."""
+    import logging
+    import sys
+
+    lg = logging.getLogger(f"sgemm_lab.batch.{kernel}")
+    lg.setLevel(logging.INFO)
+    lg.propagate = False
+    for h in list(lg.handlers):
+        h.close()
+        lg.removeHandler(h)
+    err = logging.StreamHandler(sys.stderr)
+    err.setFormatter(logging.Formatter("%(message)s"))
+    lg.addHandler(err)
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fh = logging.FileHandler(path, mode="w")
+        fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        lg.addHandler(fh)
+    return lg
+
+
+def sweep_many(cfg: LabConfig, parts: list[tuple[str, Path, Path | None]], *, env_json: Path,
+               raw_config: dict) -> dict[str, tuple[object, float]]:
+    """The sweeps of several stages ``(kernel, out, log)`` in a batch job: each filtered and compiled,
+    then all their points in one supervised child process per GPU (``sweep_batch_worker``). Returns
+    kernel -> (its StepStatus or None, or the exception that stopped it; seconds spent on it)."""
+    from ..measure import isolate
+
+    results: dict[str, tuple[object, float]] = {}
+    plans, loggers, spent = {}, {}, {}
+    for kernel, out, path in parts:
+        t0 = time.perf_counter()
+        loggers[kernel] = lg = _stage_log(kernel, path)
+        try:
+            plans[kernel] = (out, *_plan(cfg, kernel, env_json, lg.info))
+        except Exception as exc:  # noqa: BLE001 - the stage's own problem (its entry records it)
+            results[kernel] = (exc, 0.0)
+        spent[kernel] = time.perf_counter() - t0
+    flat = [(kernel, *point) for kernel, (_, _, runnable) in plans.items() for _, point in runnable]
+    heads = [head for _, (_, _, runnable) in plans.items() for head, _ in runnable]
+    index = {kernel: 0 for kernel in plans}
+    total = {kernel: len(runnable) for kernel, (_, _, runnable) in plans.items()}
+    rows: dict[str, list[dict]] = {kernel: list(filtered) for kernel, (_, filtered, _) in plans.items()}
+    mark = [time.perf_counter()]
+
+    def report(o) -> None:
+        kernel, head = o.point[0], heads[o.index]
+        index[kernel] += 1
+        now = time.perf_counter()
+        spent[kernel] += now - mark[0]
+        mark[0] = now
+        lg = loggers[kernel]
+        tag = f"[sweep {kernel}] {head['params']} ({index[kernel]}/{total[kernel]})"
+        if o.status != "ok":
+            lg.warning("%s: %s (%s)", tag, o.status.upper(), o.message)
+        elif o.rows[0]["status"] in ("ok", "failed"):
+            r = o.rows[0]
+            lg.info("%s: %.2f TFLOP/s, %d regs, %d B local%s", tag, r["tflops"], r["registers"], r["local_bytes"],
+                    "" if r["verified"] else " NOT VERIFIED")
+
+    try:
+        outcomes = isolate.run_split(flat, child_gates(exclusive=True), factory="sgemm_lab.pipeline.sweep:sweep_batch_worker",
+                                     args=(raw_config, base_seed(cfg)), timeout_s=cfg.watchdog_s, log=log,
+                                     on_outcome=report) if flat else []
+    except Exception as exc:  # noqa: BLE001 - the supervisor itself failed: every stage planned
+        for kernel in plans:
+            results[kernel] = (exc, spent[kernel])
+        outcomes = None
+    if outcomes is not None:
+        for o in outcomes:
+            head = heads[o.index]
+            rows[o.point[0]].append(dict(head, status=o.status, reason=o.message) if o.status != "ok"
+                                    else dict(head, **o.rows[0]))
+        for kernel, (out, _, _) in plans.items():
+            try:
+                results[kernel] = (_done(rows[kernel], out), spent[kernel])
+            except Exception as exc:  # noqa: BLE001
+                results[kernel] = (exc, spent[kernel])
+    for lg in loggers.values():
+        for h in list(lg.handlers):
+            h.close()
+            lg.removeHandler(h)
+    return results
