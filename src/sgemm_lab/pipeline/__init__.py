@@ -6,6 +6,8 @@
   into one line
 - ``outcome``: what became of each step, and the run's verdict
 - ``io``: result files written atomically and read back checked; ``logs``: a step's log
+- ``batches``: which stages share a job (build, check, bench, sweep) and one stage's view of it;
+  ``reuse``: a stage's results kept inside a run and reused when nothing its step reads changed
 - ``common``: what the steps share (seeds, the concrete spec of an implementation, provenance columns)
 - ``environment`` (environment record; environment, ceilings), ``build``, ``points`` (check, bench),
   ``sweep`` (tile sweep): the core steps
