@@ -94,12 +94,18 @@ def test_a_batch_reruns_only_the_stage_whose_inputs_changed(host_batch, capsys):
 
     entry_of = next(k for k in smk.config["kernels"] if k["id"] == ids[0])
     entry_of["title"] += " (edited)"  # its configuration entry (the two host stages share one source file)
-    for i in ids:  # Snakemake removes a job's outputs before it runs
+    log_before = (results / f"logs/build/{ids[1]}.log").read_text()
+    for i in ids:  # Snakemake removes a job's outputs and logs before it runs
         (results / f"build/{i}.bin").unlink()
+        (results / f"logs/build/{i}.log").unlink()
     entry.main("build", smk)
     err = capsys.readouterr().err
     assert f"{ids[0]}: ok in" in err and f"{ids[1]}: ok, inputs unchanged: results kept" in err
     assert (results / f"build/{ids[1]}.bin").read_bytes() == first[ids[1]]
+    kept_log = (results / f"logs/build/{ids[1]}.log").read_text()  # the log of the step that made them
+    assert kept_log.startswith(log_before) and "results kept from" in kept_log
+    status = json.loads((results / f"status/build/{ids[1]}.json").read_text())
+    assert status["status"] == "ok" and status["log"].endswith(f"{ids[1]}.log")
     batch_log = (results / "logs/build/host.batch.log").read_text()
     assert f"[build 2/{len(ids)}] {ids[1]}" in batch_log
 
@@ -163,3 +169,17 @@ def test_a_sweep_batch_keeps_each_stage_rows_and_log_apart(lab, tmp_path, monkey
     log_a, log_b = (tmp_path / "a.log").read_text(), (tmp_path / "b.log").read_text()
     assert "[sweep a] a1 (2/2): TIMEOUT" in log_a and "[sweep b]" not in log_a
     assert "[sweep b] b1 (2/2): 1.00 TFLOP/s" in log_b and "[sweep a]" not in log_b
+
+
+def test_a_batch_worker_makes_each_stage_worker_once_in_order():
+    from sgemm_lab.measure.isolate import per_stage
+
+    made = []
+
+    def make(stage):
+        made.append(stage)
+        return lambda point: [(stage, *point)]
+
+    work = per_stage(make)
+    got = [work(p) for p in [("a", 1), ("a", 2), ("b", 1), ("b", 2), ("b", 3)]]
+    assert made == ["a", "b"] and got[3] == [("b", 2)]

@@ -153,17 +153,6 @@ def sweep_params(impl):
     return dict(grids=[{k: list(v) for k, v in g.items()} for g in LAB.kernel(impl).sweep])
 
 
-def gpu_slots(wildcards):
-    """1 for jobs that use the GPU, 0 for host stages and the NumPy baseline (they may overlap GPU jobs)."""
-    impl = getattr(wildcards, "kernel", None)
-    if impl == "numpy":
-        return 0
-    if impl in BASELINES or impl is None:
-        return 1
-    spec = LAB.kernel(impl)
-    return 0 if spec.backend == "host" and not spec.autotuned else 1
-
-
 def all_cores(wildcards=None):
     """Every core Snakemake may use (--cores); 1 where it has no total, as under a cluster executor with
     --jobs, where each job's own allocation (cpus_per_task) decides."""
@@ -171,12 +160,6 @@ def all_cores(wildcards=None):
         return workflow.cores
     except WorkflowError:
         return 1
-
-
-def host_timing_threads(wildcards):
-    """A CPU stage or the NumPy baseline is timed with every core to itself (no job runs beside it);
-    GPU jobs need one core each (the GPU lock arbitrates the GPU, see sgemm_lab.measure.gpulock)."""
-    return all_cores() if gpu_slots(wildcards) == 0 else 1
 
 
 def swept_ids():

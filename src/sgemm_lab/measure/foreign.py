@@ -61,14 +61,10 @@ def _keep(key: str, value) -> None:
 
 def note_before_cuda_once() -> None:
     """``note_before_cuda`` the first time in this process (a worker that serves several stages makes
-    later stages' workers after CUDA has started here)."""
-    global _noted
-    if not _noted:
+    later stages' workers after CUDA has started here); a forked child notes again."""
+    if not _mine("noted"):
+        _keep("noted", True)
         note_before_cuda()
-        _noted = True
-
-
-_noted = False
 
 
 def note_before_cuda() -> None:

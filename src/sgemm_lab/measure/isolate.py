@@ -30,6 +30,11 @@ from contextlib import ExitStack
 from typing import Any, Callable, ContextManager, Iterator
 
 
+# Errors from these modules may leave the CUDA context unusable: the child ends and a fresh one takes the
+# next point (PyCUDA's driver errors, nvmath's cuBLAS bindings, cuda-bindings).
+CUDA_MODULES = ("pycuda", "nvmath", "cuda")
+
+
 @dataclass(frozen=True)
 class Outcome:
     index: int
@@ -63,7 +68,7 @@ def _child(conn, go, handoff, factory: str, args: tuple, points: list, first: in
             rows = worker(point)
         except BaseException as exc:  # noqa: BLE001
             msg = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            fatal = type(exc).__module__.startswith("pycuda")  # the context may be unusable now
+            fatal = type(exc).__module__.startswith(CUDA_MODULES)  # the context may be unusable now
             conn.send(("error", i, msg, traceback.format_exc()))
             if fatal:
                 conn.send(("restart", None, None, None))
@@ -71,6 +76,26 @@ def _child(conn, go, handoff, factory: str, args: tuple, points: list, first: in
             continue
         conn.send(("ok", i, rows, None))
     conn.send(("done", None, None, None))
+
+
+def per_stage(make: Callable[[str], Callable]) -> Callable:
+    """A worker for the points of several stages in one child (a batch job): a point is
+    ``(stage, *point)``; ``make(stage)`` builds that stage's worker when its first point comes, and the
+    one before it is dropped (its GPU buffers freed), so the CUDA context, the libraries' handles and the
+    warm clock carry over from stage to stage."""
+    import gc
+
+    state: dict = {}
+
+    def work(point):
+        stage, rest = point[0], tuple(point[1:])
+        if state.get("stage") != stage:
+            state.clear()
+            gc.collect()
+            state.update(stage=stage, work=make(stage))
+        return state["work"](rest)
+
+    return work
 
 
 def default_start_method() -> str:

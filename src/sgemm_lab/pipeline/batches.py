@@ -24,6 +24,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..config.records import BASELINES, LabConfig
+from .logs import log
 
 BATCHED = ("build", "check", "bench", "sweep")
 
@@ -103,3 +104,49 @@ def member_jobs(smk) -> list[MemberJob]:
                              log=[m["log"]], wildcards=SimpleNamespace(kernel=impl),
                              params=SimpleNamespace(**m.get("params", {})), config=smk.config, batch_log=batch_log))
     return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class StagePoints:
+    """One stage's points for ``run_stages``: what its worker takes (without the stage) and its logger."""
+
+    stage: str
+    points: list
+    log: Any
+
+
+def run_stages(plans: list[StagePoints], *, factory: str, args: tuple, gates: list, timeout_s: float,
+               on_point) -> tuple[dict[str, dict[int, Any]], dict[str, float], BaseException | None]:
+    """The points of several stages in supervised child processes, one per gate (``isolate.run_split``;
+    one GPU: one child for the batch, a fresh one after a hang, a crash or a CUDA error). ``factory``
+    builds a worker that takes ``(stage, *point)`` (``isolate.per_stage``). ``on_point(plan, outcome)``
+    sees each point as it comes back (the outcome's index and point are the stage's own) and returns what
+    to keep of it. Returns stage -> {index: kept}, stage -> seconds (each point's time since the one
+    before it, the first point of a stage including its worker's set-up), and the exception that stopped
+    the supervisor, if one did (the points kept before it stand)."""
+    import time
+
+    from ..measure import isolate
+    from ..measure.isolate import Outcome
+
+    flat = [(p.stage, *pt) for p in plans for pt in p.points]
+    where = [(p, i) for p in plans for i in range(len(p.points))]
+    kept: dict[str, dict[int, Any]] = {p.stage: {} for p in plans}
+    spent = {p.stage: 0.0 for p in plans}
+    mark = [time.perf_counter()]
+
+    def arrived(o) -> None:
+        plan, i = where[o.index]
+        now = time.perf_counter()
+        spent[plan.stage] += now - mark[0]
+        mark[0] = now
+        kept[plan.stage][i] = on_point(plan, Outcome(i, tuple(o.point[1:]), o.status, o.rows, o.message))
+
+    stopped = None
+    if flat:
+        try:
+            isolate.run_split(flat, gates, factory=factory, args=args, timeout_s=timeout_s, log=log,
+                              on_outcome=arrived)
+        except Exception as exc:  # noqa: BLE001 - the caller records it for the stages it left unfinished
+            stopped = exc
+    return kept, spent, stopped

@@ -198,8 +198,6 @@ def _batch(step: str, smk) -> int:
     """Each stage of a batch job in turn: its kept results when nothing it depends on changed
     (``pipeline.reuse``), else its step; one progress line per stage. Exit status 1 when a stage's step
     could not even record a failure (a damaged input, outputs that could not be written)."""
-    import sys
-
     from ..config.records import KERNEL_DIR
     from . import reuse
     from .batches import member_jobs
@@ -209,6 +207,7 @@ def _batch(step: str, smk) -> int:
     allowed = bool(smk.config.get("reuse", True))
     headers = sorted(KERNEL_DIR.glob("*.cuh")) if step in ("build", "sweep") else []
     batch_log = Path(smk.log[0]) if smk.log else None
+    logs.setup(batch_log, append=True)  # what the job says outside any one stage's step
     code = 0
     pending = []  # (n, job, outs, key, where) of the stages whose step runs
     for n, job in enumerate(jobs, 1):
@@ -216,9 +215,12 @@ def _batch(step: str, smk) -> int:
         outs = [p for p in job.output if p != getattr(job.output, "status", None)]
         # what the step reads (the precompile record only orders the jobs: its binaries are named by content)
         read = [v for name, v in smk.params.members[impl]["input"] if name != "precompiled"]
-        key = reuse.key(step, impl, read, smk.config, extra=headers)
-        where = reuse.folder(results, step, impl)
-        kept = reuse.restore(where, key, outs) if allowed else None
+        where, key, kept = reuse.folder(results, step, impl), None, None
+        try:  # reuse only saves time: when it cannot be read, the step runs
+            key = reuse.key(step, impl, read, smk.config, extra=headers)
+            kept = reuse.restore(where, key, outs, job.log[0]) if allowed else None
+        except OSError as exc:
+            _progress(batch_log, f"[{step} {n}/{len(jobs)}] {impl}: kept results not read ({exc}): the step runs")
         if kept is None:
             pending.append((n, job, outs, key, where))
             continue
@@ -232,9 +234,13 @@ def _batch(step: str, smk) -> int:
         impl, t0 = job.wildcards.kernel, time.monotonic()
         result, spent = given.get(impl, (_ALONE, 0.0))
         code = max(code, _run(step, job, given=result, spent=spent))
+        logs.setup(batch_log, append=True)
         rec = io.read_json(Path(job.output.status)) if Path(job.output.status).exists() else {}
-        if rec.get("status") == OK:
-            reuse.keep(where, key, outs, dict(status=OK, message=rec.get("message", "")))
+        if rec.get("status") == OK and key is not None:
+            try:
+                reuse.keep(where, key, outs, dict(status=OK, message=rec.get("message", "")), job.log[0])
+            except OSError as exc:
+                _progress(batch_log, f"[{step} {n}/{len(jobs)}] {impl}: results not kept for reuse ({exc})")
         _progress(batch_log, f"[{step} {n}/{len(jobs)}] {impl}: {rec.get('status', 'no status')} in "
                              f"{spent + time.monotonic() - t0:.1f} s")
     return code

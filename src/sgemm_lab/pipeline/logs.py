@@ -9,19 +9,36 @@ from pathlib import Path
 log = logging.getLogger("sgemm_lab")
 
 
-def setup(log_path: Path | None, append: bool = False) -> None:
-    log.setLevel(logging.INFO)
-    for h in list(log.handlers):
-        h.close()
-        log.removeHandler(h)
+def _attach(logger: logging.Logger, log_path: Path | None, append: bool) -> logging.Logger:
+    logger.setLevel(logging.INFO)
+    close(logger)
     err = logging.StreamHandler(sys.stderr)
     err.setFormatter(logging.Formatter("%(message)s"))
-    log.addHandler(err)
+    logger.addHandler(err)
     if log_path is not None:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         fh = logging.FileHandler(log_path, mode="a" if append else "w")
         fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        log.addHandler(fh)
+        logger.addHandler(fh)
+    return logger
+
+
+def setup(log_path: Path | None, append: bool = False) -> None:
+    _attach(log, log_path, append)
+
+
+def stage_logger(stage: str, log_path: Path | None) -> logging.Logger:
+    """A logger of its own for one stage of a batch job (its log file, and stderr): the points of several
+    stages may come back in any order when they are dealt over several GPUs. ``close`` it when done."""
+    lg = logging.getLogger(f"sgemm_lab.stage.{stage}")
+    lg.propagate = False
+    return _attach(lg, log_path, append=False)
+
+
+def close(logger: logging.Logger) -> None:
+    for h in list(logger.handlers):
+        h.close()
+        logger.removeHandler(h)
 
 
 def append(log_path: Path | None, text: str) -> None:

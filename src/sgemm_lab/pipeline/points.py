@@ -58,26 +58,13 @@ def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | 
 
 def batch_worker(raw_config: dict, members: dict, kind: str, inputs: str | None = None):
     """Built in one child process for the points of several implementations (a batch job, see
-    ``pipeline.batches``): a point is ``(impl, *point)``; each implementation's worker is made when its
-    first point comes and the one before it dropped (its GPU buffers freed), so the CUDA context, the
-    libraries' handles and the warm clock carry over from stage to stage."""
-    import gc
+    ``pipeline.batches``): ``(impl, *point)``, each implementation's worker made when its first point comes."""
+    from ..measure.isolate import per_stage
 
-    state: dict = {}
-
-    def work(point):
-        impl, rest = point[0], tuple(point[1:])
-        if state.get("impl") != impl:
-            state.clear()
-            gc.collect()
-            binary, record = members[impl]
-            state.update(impl=impl, work=point_worker(raw_config, impl, binary, record, kind, inputs))
-        return state["work"](rest)
-
-    return work
+    return per_stage(lambda impl: point_worker(raw_config, impl, *members[impl], kind, inputs))
 
 
-def _outcome_rows(kind: str, impl: str, o, total: int) -> list[dict]:
+def _outcome_rows(kind: str, impl: str, o, total: int, log=log) -> list[dict]:
     """The rows of one point's outcome (a failed point becomes a row), each logged in one line."""
     (m, n, k), _, *dist = o.point
     tag = f"[{kind} {impl}] {o.index + 1}/{total} {m}x{n}x{k}" + (f" {dist[0]}" if dist else "")
@@ -202,68 +189,48 @@ class Part:
 
 def many(kind: str, cfg: LabConfig, parts: list[Part], *, raw_config: dict,
          env_json: Path | None = None) -> dict[str, tuple[object, float]]:
-    """``check`` or ``bench`` of several implementations in one supervised child process (one CUDA
-    context and warm clock for the batch; a hang, crash or CUDA error still ends only its point, and the
-    next point gets a fresh child). Each stage's log is its own. Returns impl -> (its StepStatus or None,
-    or the exception that stopped it; seconds spent on it)."""
-    import time
-
-    from ..measure import isolate
-    from ..measure.isolate import Outcome
+    """``check`` or ``bench`` of several implementations in one supervised child process per GPU (one
+    CUDA context and warm clock for the batch; a hang, crash or CUDA error still ends only its point, and
+    the next point gets a fresh child). Each stage's log is its own. Returns impl -> (its StepStatus or
+    None, or the exception that stopped it; seconds spent on it)."""
+    from ..measure.gpulock import child_gates
+    from .batches import StagePoints, run_stages
+    from .logs import close, stage_logger
 
     plan, done = (_check_plan, _check_done) if kind == "check" else (_bench_plan, _bench_done)
     results: dict[str, tuple[object, float]] = {}
-    planned: dict[str, tuple[Part, object, list]] = {}
+    planned: dict[str, tuple[Part, object]] = {}
+    plans = []
     for p in parts:
         try:
-            planned[p.impl] = (p, *plan(cfg, p.impl, p.record, env_json))
+            base, points = plan(cfg, p.impl, p.record, env_json)
         except Exception as exc:  # noqa: BLE001 - the stage's own problem (its entry records it)
             results[p.impl] = (exc, 0.0)
-    if not planned:
+            continue
+        planned[p.impl] = (p, base)
+        plans.append(StagePoints(stage=p.impl, points=points, log=stage_logger(p.impl, p.log)))
+    if not plans:
         return results
-    flat = [(impl, *pt) for impl, (_, _, pts) in planned.items() for pt in pts]
-    rows: dict[str, list[dict]] = {impl: [] for impl in planned}
-    seen: dict[str, int] = {impl: 0 for impl in planned}
-    t_mark = time.monotonic()
-    current: list[str | None] = [None]
-
-    def finish(impl: str) -> None:
-        nonlocal t_mark
-        p, base, _ = planned[impl]
+    first = plans[0].stage
+    mode = lock_mode(kind, cfg, first)
+    gates = [None] if mode is None else child_gates(exclusive=mode == "exclusive")
+    inputs = planned[first][0].out.parent / "inputs" if kind == "check" else None
+    members = {impl: (str(p.binary) if p.binary else None, str(p.record) if p.record else None)
+               for impl, (p, _) in planned.items()}
+    kept, spent, stopped = run_stages(
+        plans, factory="sgemm_lab.pipeline.points:batch_worker",
+        args=(raw_config, members, kind, str(inputs) if inputs else None), gates=gates, timeout_s=cfg.watchdog_s,
+        on_point=lambda pl, o: _outcome_rows(kind, pl.stage, o, len(pl.points), log=pl.log))
+    for pl in plans:
+        close(pl.log)
+        p, base = planned[pl.stage]
+        got = kept[pl.stage]
+        if len(got) < len(pl.points):  # the supervisor stopped before this stage's last point
+            results[pl.stage] = (stopped, spent[pl.stage])
+            continue
         try:
-            status = done(impl, rows[impl], p.out, base)
+            status = done(pl.stage, [r for i in range(len(pl.points)) for r in got[i]], p.out, base)
         except Exception as exc:  # noqa: BLE001
             status = exc
-        now = time.monotonic()
-        results[impl] = (status, now - t_mark)
-        t_mark = now
-
-    first = next(iter(planned.values()))[0]
-    inputs = first.out.parent / "inputs" if kind == "check" else None
-    members = {impl: (str(p.binary) if p.binary else None, str(p.record) if p.record else None)
-               for impl, (p, _, _) in planned.items()}
-    try:
-        for o in isolate.run(flat, factory="sgemm_lab.pipeline.points:batch_worker",
-                             args=(raw_config, members, kind, str(inputs) if inputs else None),
-                             timeout_s=cfg.watchdog_s, log=log, gate=gpu_lock.for_mode(lock_mode(kind, cfg, first.impl))):
-            impl = o.point[0]
-            if impl != current[0]:
-                for before in list(planned)[: list(planned).index(impl)]:  # stages done (or with no points)
-                    if before not in results:
-                        finish(before)
-                current[0] = impl
-                setup_logging(planned[impl][0].log)
-            local = Outcome(seen[impl], tuple(o.point[1:]), o.status, o.rows, o.message)
-            seen[impl] += 1
-            rows[impl] += _outcome_rows(kind, impl, local, len(planned[impl][2]))
-    except Exception as exc:  # noqa: BLE001 - the supervisor itself failed: every stage not finished
-        for impl in planned:
-            if impl not in results and impl != current[0]:
-                results[impl] = (exc, 0.0)
-        if current[0] is not None and current[0] not in results:
-            results[current[0]] = (exc, time.monotonic() - t_mark)
-        return results
-    for impl in planned:
-        if impl not in results:
-            finish(impl)
+        results[pl.stage] = (status, spent[pl.stage])
     return results

@@ -80,9 +80,10 @@ def folder(results: Path, step: str, impl: str) -> Path:
     return results / "reuse" / step / impl
 
 
-def restore(where: Path, key_: str, outputs: list[str]) -> dict | None:
-    """Copy the kept outputs back when ``where`` holds them under ``key_``; their status record (a dict)
-    or None."""
+def restore(where: Path, key_: str, outputs: list[str], log: str | None = None) -> dict | None:
+    """Copy the kept outputs back when ``where`` holds them under ``key_``, and the stage's log of the step
+    that made them (Snakemake removed both before the job), with a line saying so; their status record
+    (a dict) or None."""
     meta = where / "key.json"
     if not meta.is_file():
         return None
@@ -95,14 +96,20 @@ def restore(where: Path, key_: str, outputs: list[str]) -> dict | None:
         return None
     for src, dst in zip(files, outputs):
         io.write_bytes(Path(dst), src.read_bytes())
+    if log:
+        before = (where / "log.txt").read_text() if (where / "log.txt").is_file() else ""
+        io.write_text(Path(log), before + f"(results kept from {where}: nothing this step reads has changed since "
+                                          "this log was written)\n")
     return kept.get("status")
 
 
-def keep(where: Path, key_: str, outputs: list[str], status: dict) -> None:
-    """Keep a stage's outputs (after a step that ended ok) for a later job of the run."""
+def keep(where: Path, key_: str, outputs: list[str], status: dict, log: str | None = None) -> None:
+    """Keep a stage's outputs and log (after a step that ended ok) for a later job of the run."""
     if where.exists():
         shutil.rmtree(where)
     where.mkdir(parents=True)
     for i, out in enumerate(outputs):
         shutil.copyfile(out, where / f"{i}.out")
+    if log and Path(log).is_file():
+        shutil.copyfile(log, where / "log.txt")
     io.write_json(where / "key.json", dict(key=key_, outputs=len(outputs), status=status))

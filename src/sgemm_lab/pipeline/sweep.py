@@ -64,21 +64,20 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
 
 def sweep_batch_worker(raw_config: dict, seed: int):
     """Built in one child process for the points of several stages' sweeps (a batch job, see
-    ``pipeline.batches``): a point is ``(kernel, *point)``; each stage's worker is made when its first
-    point comes and the one before it dropped, so the CUDA context and the warm clock carry over."""
-    import gc
+    ``pipeline.batches``): ``(kernel, *point)``, each stage's worker made when its first point comes."""
+    from ..measure.isolate import per_stage
 
-    state: dict = {}
+    return per_stage(lambda kernel: sweep_worker(raw_config, kernel, seed))
 
-    def work(point):
-        kernel, rest = point[0], tuple(point[1:])
-        if state.get("kernel") != kernel:
-            state.clear()
-            gc.collect()
-            state.update(kernel=kernel, work=sweep_worker(raw_config, kernel, seed))
-        return state["work"](rest)
 
-    return work
+def _say_point(lg, tag: str, o) -> None:
+    """One line for a timed sweep point (or what became of it)."""
+    if o.status != "ok":
+        lg.warning("%s: %s (%s)", tag, o.status.upper(), o.message)
+    elif o.rows[0]["status"] in ("ok", "failed"):
+        r = o.rows[0]
+        lg.info("%s: %.2f TFLOP/s, %d regs, %d B local%s", tag, r["tflops"], r["registers"], r["local_bytes"],
+                "" if r["verified"] else " NOT VERIFIED")
 
 
 def time_points(cfg: LabConfig, kernel: str, runnable: list[tuple[dict, tuple]], *, raw_config: dict | None,
@@ -89,13 +88,7 @@ def time_points(cfg: LabConfig, kernel: str, runnable: list[tuple[dict, tuple]],
     from ..measure import isolate
 
     def report(o) -> None:
-        tag = f"{label(runnable[o.index][0])} ({o.index + 1}/{len(runnable)})"
-        if o.status != "ok":
-            log.warning("%s: %s (%s)", tag, o.status.upper(), o.message)
-        elif o.rows[0]["status"] in ("ok", "failed"):
-            r = o.rows[0]
-            log.info("%s: %.2f TFLOP/s, %d regs, %d B local%s", tag, r["tflops"], r["registers"], r["local_bytes"],
-                     "" if r["verified"] else " NOT VERIFIED")
+        _say_point(log, f"{label(runnable[o.index][0])} ({o.index + 1}/{len(runnable)})", o)
 
     # With several GPUs the points are dealt over all of them, each share timed with its GPU to itself.
     outcomes = isolate.run_split([p for _, p in runnable], child_gates(exclusive=True),
@@ -183,88 +176,47 @@ def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
     return _done(rows, out)
 
 
-def _stage_log(kernel: str, path: Path | None):
-    """A logger of its own for one stage of a batch (its file, and stderr): the points of several
-    stages may come back in any order when they are dealt over several GPUs."""
-    import logging
-    import sys
-
-    lg = logging.getLogger(f"sgemm_lab.batch.{kernel}")
-    lg.setLevel(logging.INFO)
-    lg.propagate = False
-    for h in list(lg.handlers):
-        h.close()
-        lg.removeHandler(h)
-    err = logging.StreamHandler(sys.stderr)
-    err.setFormatter(logging.Formatter("%(message)s"))
-    lg.addHandler(err)
-    if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fh = logging.FileHandler(path, mode="w")
-        fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        lg.addHandler(fh)
-    return lg
-
-
 def sweep_many(cfg: LabConfig, parts: list[tuple[str, Path, Path | None]], *, env_json: Path,
                raw_config: dict) -> dict[str, tuple[object, float]]:
     """The sweeps of several stages ``(kernel, out, log)`` in a batch job: each filtered and compiled,
     then all their points in one supervised child process per GPU (``sweep_batch_worker``). Returns
     kernel -> (its StepStatus or None, or the exception that stopped it; seconds spent on it)."""
-    from ..measure import isolate
+    from .batches import StagePoints, run_stages
+    from .logs import close, stage_logger
 
     results: dict[str, tuple[object, float]] = {}
-    plans, loggers, spent = {}, {}, {}
+    planned: dict[str, tuple[Path, list[dict], list, float]] = {}
+    plans = []
     for kernel, out, path in parts:
         t0 = time.perf_counter()
-        loggers[kernel] = lg = _stage_log(kernel, path)
+        lg = stage_logger(kernel, path)
         try:
-            plans[kernel] = (out, *_plan(cfg, kernel, env_json, lg.info))
+            filtered, runnable = _plan(cfg, kernel, env_json, lg.info)
         except Exception as exc:  # noqa: BLE001 - the stage's own problem (its entry records it)
-            results[kernel] = (exc, 0.0)
-        spent[kernel] = time.perf_counter() - t0
-    flat = [(kernel, *point) for kernel, (_, _, runnable) in plans.items() for _, point in runnable]
-    heads = [head for _, (_, _, runnable) in plans.items() for head, _ in runnable]
-    index = {kernel: 0 for kernel in plans}
-    total = {kernel: len(runnable) for kernel, (_, _, runnable) in plans.items()}
-    rows: dict[str, list[dict]] = {kernel: list(filtered) for kernel, (_, filtered, _) in plans.items()}
-    mark = [time.perf_counter()]
+            close(lg)
+            results[kernel] = (exc, time.perf_counter() - t0)
+            continue
+        planned[kernel] = (out, filtered, runnable, time.perf_counter() - t0)
+        plans.append(StagePoints(stage=kernel, points=[point for _, point in runnable], log=lg))
 
-    def report(o) -> None:
-        kernel, head = o.point[0], heads[o.index]
-        index[kernel] += 1
-        now = time.perf_counter()
-        spent[kernel] += now - mark[0]
-        mark[0] = now
-        lg = loggers[kernel]
-        tag = f"[sweep {kernel}] {head['params']} ({index[kernel]}/{total[kernel]})"
-        if o.status != "ok":
-            lg.warning("%s: %s (%s)", tag, o.status.upper(), o.message)
-        elif o.rows[0]["status"] in ("ok", "failed"):
-            r = o.rows[0]
-            lg.info("%s: %.2f TFLOP/s, %d regs, %d B local%s", tag, r["tflops"], r["registers"], r["local_bytes"],
-                    "" if r["verified"] else " NOT VERIFIED")
+    def on_point(pl, o) -> dict:
+        head = planned[pl.stage][2][o.index][0]
+        _say_point(pl.log, f"[sweep {pl.stage}] {head['params']} ({o.index + 1}/{len(pl.points)})", o)
+        return dict(head, status=o.status, reason=o.message) if o.status != "ok" else dict(head, **o.rows[0])
 
-    try:
-        outcomes = isolate.run_split(flat, child_gates(exclusive=True), factory="sgemm_lab.pipeline.sweep:sweep_batch_worker",
-                                     args=(raw_config, base_seed(cfg)), timeout_s=cfg.watchdog_s, log=log,
-                                     on_outcome=report) if flat else []
-    except Exception as exc:  # noqa: BLE001 - the supervisor itself failed: every stage planned
-        for kernel in plans:
-            results[kernel] = (exc, spent[kernel])
-        outcomes = None
-    if outcomes is not None:
-        for o in outcomes:
-            head = heads[o.index]
-            rows[o.point[0]].append(dict(head, status=o.status, reason=o.message) if o.status != "ok"
-                                    else dict(head, **o.rows[0]))
-        for kernel, (out, _, _) in plans.items():
-            try:
-                results[kernel] = (_done(rows[kernel], out), spent[kernel])
-            except Exception as exc:  # noqa: BLE001
-                results[kernel] = (exc, spent[kernel])
-    for lg in loggers.values():
-        for h in list(lg.handlers):
-            h.close()
-            lg.removeHandler(h)
+    kept, spent, stopped = run_stages(plans, factory="sgemm_lab.pipeline.sweep:sweep_batch_worker",
+                                      args=(raw_config, base_seed(cfg)), gates=child_gates(exclusive=True),
+                                      timeout_s=cfg.watchdog_s, on_point=on_point)
+    for pl in plans:
+        close(pl.log)
+        out, filtered, runnable, t_plan = planned[pl.stage]
+        seconds = t_plan + spent[pl.stage]
+        got = kept[pl.stage]
+        if len(got) < len(runnable):  # the supervisor stopped before this stage's last point
+            results[pl.stage] = (stopped, seconds)
+            continue
+        try:
+            results[pl.stage] = (_done(filtered + [got[i] for i in range(len(runnable))], out), seconds)
+        except Exception as exc:  # noqa: BLE001
+            results[pl.stage] = (exc, seconds)
     return results
