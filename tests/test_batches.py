@@ -3,7 +3,6 @@ step reads changed (sgemm_lab.pipeline.reuse): host builds through the real entr
 
 import json
 import shutil
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest

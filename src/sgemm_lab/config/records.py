@@ -223,6 +223,17 @@ class LabConfig:
     def _in_suite(spec: KernelSpec) -> bool:
         return spec.suite and (spec.backend == "cuda" or spec.autotuned)
 
+    def on_host(self, impl: str) -> bool:
+        """Whether ``impl`` is built and timed without the GPU (the C compiler, the CPU to itself): a host
+        stage that is not autotuned, or the NumPy baseline. Its check still uses the GPU (cuBLAS FP32
+        beside it)."""
+        if impl == "numpy":
+            return True
+        if impl in BASELINES:
+            return False
+        spec = self.kernel(impl)
+        return spec.backend == "host" and not spec.autotuned
+
     @property
     def gpu_implementations(self) -> tuple[str, ...]:
         """What runs on the GPU (and so is profiled): CUDA stages and cuBLAS."""

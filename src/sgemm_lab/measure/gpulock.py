@@ -50,7 +50,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..config.records import BASELINES, LabConfig
+from ..config.records import LabConfig
 from ..errors import LabError
 from ..gpu.discovery import Gpu, visible_gpus
 
@@ -330,10 +330,6 @@ def lock_mode(step: str, cfg: LabConfig, impl: str | None) -> str | None:
     on the same inputs (runners.CublasBaseline)."""
     if step == "check":
         return "shared"
-    if impl == "numpy":
+    if impl and step in ("build", "bench") and cfg.on_host(impl):
         return None
-    if impl and impl not in BASELINES and step in ("build", "bench"):
-        spec = cfg.kernel(impl)
-        if spec.backend == "host" and not spec.autotuned:
-            return None
     return GPU_LOCK.get(step)

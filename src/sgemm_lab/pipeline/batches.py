@@ -23,20 +23,10 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from ..config.records import BASELINES, LabConfig
+from ..config.records import LabConfig
 from .logs import log
 
 BATCHED = ("build", "check", "bench", "sweep")
-
-
-def _timed_on_host(cfg: LabConfig, impl: str) -> bool:
-    """Timed with the CPU to itself: a host stage (not autotuned) or the NumPy baseline."""
-    if impl == "numpy":
-        return True
-    if impl in BASELINES:
-        return False
-    spec = cfg.kernel(impl)
-    return spec.backend == "host" and not spec.autotuned
 
 
 def batches(cfg: LabConfig, step: str) -> dict[str, tuple[str, ...]]:
@@ -51,7 +41,7 @@ def batches(cfg: LabConfig, step: str) -> dict[str, tuple[str, ...]]:
     elif step in ("check", "bench"):
         groups = {"host": [], "gpu": []}
         for impl in cfg.implementations:
-            groups["host" if _timed_on_host(cfg, impl) else "gpu"].append(impl)
+            groups["host" if cfg.on_host(impl) else "gpu"].append(impl)
     elif step == "sweep":
         groups = {"all": [k.id for k in cfg.swept]}
     else:
@@ -62,11 +52,7 @@ def batches(cfg: LabConfig, step: str) -> dict[str, tuple[str, ...]]:
 def uses_gpu(cfg: LabConfig, step: str, members: tuple[str, ...]) -> bool:
     """Whether a batch job needs the GPU (its Snakemake resource): everything but host-timed benches and
     host builds."""
-    if step == "sweep":
-        return True
-    if step == "build":
-        return any(not (cfg.kernel(k).backend == "host" and not cfg.kernel(k).autotuned) for k in members)
-    return any(not _timed_on_host(cfg, k) for k in members)
+    return step == "sweep" or any(not cfg.on_host(k) for k in members)
 
 
 class Named(list):
