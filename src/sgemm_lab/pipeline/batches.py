@@ -76,49 +76,48 @@ class MemberJob:
     wildcards: SimpleNamespace
     params: SimpleNamespace
     config: dict
-    batch_log: str | None = None
 
 
 def member_jobs(smk) -> list[MemberJob]:
     """The stages of a batch job, from its ``params.members`` (written by workflow/rules/common.smk:
     impl -> {"input": [[name, value], ...], "output": [[name, path], ...], "log": path, "params": {...}})."""
-    batch_log = str(smk.log[0]) if smk.log else None
-    out = []
-    for impl, m in smk.params.members.items():
-        out.append(MemberJob(input=Named([(n, v) for n, v in m["input"]]),
-                             output=Named([(n, v) for n, v in m["output"]]),
-                             log=[m["log"]], wildcards=SimpleNamespace(kernel=impl),
-                             params=SimpleNamespace(**m.get("params", {})), config=smk.config, batch_log=batch_log))
-    return out
+    return [MemberJob(input=Named(m["input"]), output=Named(m["output"]), log=[m["log"]],
+                      wildcards=SimpleNamespace(kernel=impl), params=SimpleNamespace(**m.get("params", {})),
+                      config=smk.config)
+            for impl, m in smk.params.members.items()]
 
 
 @dataclass(frozen=True, kw_only=True)
 class StagePoints:
-    """One stage's points for ``run_stages``: what its worker takes (without the stage) and its logger."""
+    """One stage's points for ``run_stages``: what its worker takes (without the stage), its logger (closed
+    by ``run_stages``) and the seconds it took to plan them."""
 
     stage: str
     points: list
     log: Any
+    seconds: float = 0.0
 
 
 def run_stages(plans: list[StagePoints], *, factory: str, args: tuple, gates: list, timeout_s: float,
-               on_point) -> tuple[dict[str, dict[int, Any]], dict[str, float], BaseException | None]:
+               on_point, finish) -> dict[str, tuple[object, float]]:
     """The points of several stages in supervised child processes, one per gate (``isolate.run_split``;
     one GPU: one child for the batch, a fresh one after a hang, a crash or a CUDA error). ``factory``
     builds a worker that takes ``(stage, *point)`` (``isolate.per_stage``). ``on_point(plan, outcome)``
     sees each point as it comes back (the outcome's index and point are the stage's own) and returns what
-    to keep of it. Returns stage -> {index: kept}, stage -> seconds (each point's time since the one
-    before it, the first point of a stage including its worker's set-up), and the exception that stopped
-    the supervisor, if one did (the points kept before it stand)."""
+    to keep of it; ``finish(plan, kept)`` writes a stage's results from what was kept of its points, in
+    order, and returns its verdict. Returns stage -> (its verdict, or the exception that stopped it or the
+    supervisor before its last point; its seconds: planning, then each point's time since the one before
+    it, the first point of a stage including its worker's set-up)."""
     import time
 
     from ..measure import isolate
     from ..measure.isolate import Outcome
+    from .logs import close
 
     flat = [(p.stage, *pt) for p in plans for pt in p.points]
     where = [(p, i) for p in plans for i in range(len(p.points))]
     kept: dict[str, dict[int, Any]] = {p.stage: {} for p in plans}
-    spent = {p.stage: 0.0 for p in plans}
+    spent = {p.stage: p.seconds for p in plans}
     mark = [time.perf_counter()]
 
     def arrived(o) -> None:
@@ -133,6 +132,18 @@ def run_stages(plans: list[StagePoints], *, factory: str, args: tuple, gates: li
         try:
             isolate.run_split(flat, gates, factory=factory, args=args, timeout_s=timeout_s, log=log,
                               on_outcome=arrived)
-        except Exception as exc:  # noqa: BLE001 - the caller records it for the stages it left unfinished
+        except Exception as exc:  # noqa: BLE001 - recorded for the stages it left unfinished
             stopped = exc
-    return kept, spent, stopped
+    results: dict[str, tuple[object, float]] = {}
+    for p in plans:
+        close(p.log)
+        got = kept[p.stage]
+        if len(got) < len(p.points):  # the supervisor stopped before this stage's last point
+            results[p.stage] = (stopped, spent[p.stage])
+            continue
+        try:
+            verdict = finish(p, [got[i] for i in range(len(p.points))])
+        except Exception as exc:  # noqa: BLE001 - the stage's own problem (its entry records it)
+            verdict = exc
+        results[p.stage] = (verdict, spent[p.stage])
+    return results

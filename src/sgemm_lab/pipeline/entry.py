@@ -189,7 +189,7 @@ def main(step: str, smk) -> None:
     import sys
 
     batch = getattr(getattr(smk, "params", None), "members", None) is not None
-    code = _batch(step, smk) if batch else _run(step, smk)
+    code = _batch(step, smk) if batch else _run(step, smk)[0]
     if code:
         sys.exit(code)
 
@@ -231,18 +231,17 @@ def _batch(step: str, smk) -> int:
                              f"from {where}")
     given = _shared_child(step, smk, [job for _, job, *_ in pending]) if len(pending) > 1 else {}
     for n, job, outs, key, where in pending:
-        impl, t0 = job.wildcards.kernel, time.monotonic()
+        impl = job.wildcards.kernel
         result, spent = given.get(impl, (_ALONE, 0.0))
-        code = max(code, _run(step, job, given=result, spent=spent))
+        stop, rec = _run(step, job, given=result, spent=spent)
+        code = max(code, stop)
         logs.setup(batch_log, append=True)
-        rec = io.read_json(Path(job.output.status)) if Path(job.output.status).exists() else {}
-        if rec.get("status") == OK and key is not None:
+        if rec.status == OK and key is not None:
             try:
-                reuse.keep(where, key, outs, dict(status=OK, message=rec.get("message", "")), job.log[0])
+                reuse.keep(where, key, outs, dict(status=OK, message=rec.message), job.log[0])
             except OSError as exc:
                 _progress(batch_log, f"[{step} {n}/{len(jobs)}] {impl}: results not kept for reuse ({exc})")
-        _progress(batch_log, f"[{step} {n}/{len(jobs)}] {impl}: {rec.get('status', 'no status')} in "
-                             f"{spent + time.monotonic() - t0:.1f} s")
+        _progress(batch_log, f"[{step} {n}/{len(jobs)}] {impl}: {rec.status} in {rec.seconds:.1f} s")
     return code
 
 
@@ -283,9 +282,9 @@ def _given(result):
     return body
 
 
-def _run(step: str, smk, *, given=_ALONE, spent: float = 0.0) -> int:
-    """One step (of one stage): its status record written, 1 where the run must stop (see the module
-    docstring), else 0. ``given``: what the step already returned or raised in a batch's shared child
+def _run(step: str, smk, *, given=_ALONE, spent: float = 0.0) -> tuple[int, StepRecord]:
+    """One step (of one stage): its status record written and returned with 1 where the run must stop
+    (see the module docstring), else 0. ``given``: what the step already returned or raised in a batch's shared child
     process (``spent`` seconds), its log already begun."""
     t0 = time.monotonic() - spent
     log_path = Path(smk.log[0]) if smk.log else None
@@ -314,7 +313,7 @@ def _run(step: str, smk, *, given=_ALONE, spent: float = 0.0) -> int:
     what = rec.what
     if raised and (step not in TOLERANT or refused):
         log.error("sgemm-lab %s: %s%s", what, status.message, where)
-        return 1
+        return 1, rec
     if raised:
         try:
             EMPTY_OUTPUTS[step](smk, rec)
@@ -322,7 +321,7 @@ def _run(step: str, smk, *, given=_ALONE, spent: float = 0.0) -> int:
             logs.append(log_path, traceback.format_exc())
             log.error("sgemm-lab %s: %s; and its outputs could not be written: %s%s", what, status.message,
                       first_line(exc), where)
-            return 1
+            return 1, rec
     if rec.status == FAILED:
         log.error("sgemm-lab %s: %s%s", what, rec.message, where)
     elif rec.status != OK:
@@ -330,4 +329,4 @@ def _run(step: str, smk, *, given=_ALONE, spent: float = 0.0) -> int:
     status_out = getattr(smk.output, "status", None)
     if status_out:
         outcome.write(Path(status_out), rec)
-    return 0
+    return 0, rec

@@ -195,7 +195,7 @@ def many(kind: str, cfg: LabConfig, parts: list[Part], *, raw_config: dict,
     None, or the exception that stopped it; seconds spent on it)."""
     from ..measure.gpulock import child_gates
     from .batches import StagePoints, run_stages
-    from .logs import close, stage_logger
+    from .logs import stage_logger
 
     plan, done = (_check_plan, _check_done) if kind == "check" else (_bench_plan, _bench_done)
     results: dict[str, tuple[object, float]] = {}
@@ -217,20 +217,12 @@ def many(kind: str, cfg: LabConfig, parts: list[Part], *, raw_config: dict,
     inputs = planned[first][0].out.parent / "inputs" if kind == "check" else None
     members = {impl: (str(p.binary) if p.binary else None, str(p.record) if p.record else None)
                for impl, (p, _) in planned.items()}
-    kept, spent, stopped = run_stages(
+
+    def finish(pl, kept: list) -> StepStatus | None:
+        p, base = planned[pl.stage]
+        return done(pl.stage, [r for rows in kept for r in rows], p.out, base)
+
+    return results | run_stages(
         plans, factory="sgemm_lab.pipeline.points:batch_worker",
         args=(raw_config, members, kind, str(inputs) if inputs else None), gates=gates, timeout_s=cfg.watchdog_s,
-        on_point=lambda pl, o: _outcome_rows(kind, pl.stage, o, len(pl.points), log=pl.log))
-    for pl in plans:
-        close(pl.log)
-        p, base = planned[pl.stage]
-        got = kept[pl.stage]
-        if len(got) < len(pl.points):  # the supervisor stopped before this stage's last point
-            results[pl.stage] = (stopped, spent[pl.stage])
-            continue
-        try:
-            status = done(pl.stage, [r for i in range(len(pl.points)) for r in got[i]], p.out, base)
-        except Exception as exc:  # noqa: BLE001
-            status = exc
-        results[pl.stage] = (status, spent[pl.stage])
-    return results
+        on_point=lambda pl, o: _outcome_rows(kind, pl.stage, o, len(pl.points), log=pl.log), finish=finish)

@@ -185,7 +185,7 @@ def sweep_many(cfg: LabConfig, parts: list[tuple[str, Path, Path | None]], *, en
     from .logs import close, stage_logger
 
     results: dict[str, tuple[object, float]] = {}
-    planned: dict[str, tuple[Path, list[dict], list, float]] = {}
+    planned: dict[str, tuple[Path, list[dict], list]] = {}
     plans = []
     for kernel, out, path in parts:
         t0 = time.perf_counter()
@@ -196,27 +196,19 @@ def sweep_many(cfg: LabConfig, parts: list[tuple[str, Path, Path | None]], *, en
             close(lg)
             results[kernel] = (exc, time.perf_counter() - t0)
             continue
-        planned[kernel] = (out, filtered, runnable, time.perf_counter() - t0)
-        plans.append(StagePoints(stage=kernel, points=[point for _, point in runnable], log=lg))
+        planned[kernel] = (out, filtered, runnable)
+        plans.append(StagePoints(stage=kernel, points=[point for _, point in runnable], log=lg,
+                                 seconds=time.perf_counter() - t0))
 
     def on_point(pl, o) -> dict:
         head = planned[pl.stage][2][o.index][0]
         _say_point(pl.log, f"[sweep {pl.stage}] {head['params']} ({o.index + 1}/{len(pl.points)})", o)
         return dict(head, status=o.status, reason=o.message) if o.status != "ok" else dict(head, **o.rows[0])
 
-    kept, spent, stopped = run_stages(plans, factory="sgemm_lab.pipeline.sweep:sweep_batch_worker",
-                                      args=(raw_config, base_seed(cfg)), gates=child_gates(exclusive=True),
-                                      timeout_s=cfg.watchdog_s, on_point=on_point)
-    for pl in plans:
-        close(pl.log)
-        out, filtered, runnable, t_plan = planned[pl.stage]
-        seconds = t_plan + spent[pl.stage]
-        got = kept[pl.stage]
-        if len(got) < len(runnable):  # the supervisor stopped before this stage's last point
-            results[pl.stage] = (stopped, seconds)
-            continue
-        try:
-            results[pl.stage] = (_done(filtered + [got[i] for i in range(len(runnable))], out), seconds)
-        except Exception as exc:  # noqa: BLE001
-            results[pl.stage] = (exc, seconds)
-    return results
+    def finish(pl, kept: list) -> StepStatus | None:
+        out, filtered, _ = planned[pl.stage]
+        return _done(filtered + kept, out)
+
+    return results | run_stages(plans, factory="sgemm_lab.pipeline.sweep:sweep_batch_worker",
+                                args=(raw_config, base_seed(cfg)), gates=child_gates(exclusive=True),
+                                timeout_s=cfg.watchdog_s, on_point=on_point, finish=finish)
