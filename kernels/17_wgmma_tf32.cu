@@ -83,6 +83,9 @@
 #ifndef RN_STEPS
 #define RN_STEPS 4     // TF32X3: k-steps of 8 whose three products sum from zero before one rounded FFMA into d
 #endif
+#ifndef RN_BIAS
+#define RN_BIAS 0      // TF32X3: each part is raised by RN_BIAS * 2^-30 of itself before it enters d (see the loop)
+#endif
 
 constexpr int CONSUMERS = BN / 64;
 constexpr int NTHREADS = 128 * (CONSUMERS + 1);
@@ -97,6 +100,7 @@ static_assert(SPLIT_SLOTS >= 0, "SPLIT_SLOTS >= 0 (0: no split-K)");
 static_assert(SPLIT_MAX * CLUSTER_N <= 128, "a tree of at most 7 levels: SPLIT_MAX slices, times CLUSTER_N when a cluster shares K");
 #endif
 static_assert(RN_STEPS == 1 || RN_STEPS == 2 || RN_STEPS == 4, "RN_STEPS divides the BK / 8 = 4 k-steps of a tile");
+static_assert(RN_BIAS >= 0 && RN_BIAS < 1024, "RN_BIAS: 2^-30 units of a part, below 2^-20");
 static_assert(BK == 32, "one K-tile line is one 128-byte swizzle line: BK = 32 floats");
 static_assert(BN % 64 == 0 && BN >= 64, "each consumer warpgroup owns 64 columns");
 static_assert(BM == 64 || BM == 128 || BM == 256, "BM is wgmma's N: 64, 128 or 256 here");
@@ -417,6 +421,9 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         // big) sum from zero in `part`, which one FFMA per element adds into the running sum d: the tensor
         // core's accumulator truncates at every wgmma, the FFMA rounds to nearest (stage 16's lesson), so d
         // never takes a truncated addition, and fewer k-steps per part leave fewer truncations in it.
+        // Those truncations still leave each part short by a fraction of its last place, always toward
+        // zero: where signs do not cancel (all-positive inputs) that bias is the error. RN_BIAS > 0 adds
+        // its mean back, part * (1 + RN_BIAS * 2^-30), rounded once (an FFMA), before the part enters d.
         //
         // Wide-range inputs: a TF32 small part is about 2^-11 of its value, so for |x| below about 2^-115 it
         // is subnormal and keeps only a few bits. Per K-tile, each fragment row of B^T (a column of C) whose
@@ -486,8 +493,12 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                 wgmma_commit();
                 wgmma_wait<0>();
 #pragma unroll
-                for (int i = 0; i < ACC; ++i)  // d[4j + 2h + e] is on fragment row h
+                for (int i = 0; i < ACC; ++i) {  // d[4j + 2h + e] is on fragment row h
+#if RN_BIAS
+                    part[i] = fmaf(part[i], RN_BIAS * 0x1p-30f, part[i]);  // the truncations' mean, given back
+#endif
                     d[i] = fmaf(part[i], down[(i >> 1) & 1], d[i]);
+                }
             }
 #else
 #pragma unroll
