@@ -84,7 +84,7 @@
 #define RN_STEPS 4     // TF32X3: k-steps of 8 whose three products sum from zero before one rounded FFMA into d
 #endif
 #ifndef RN_BIAS
-#define RN_BIAS 0      // TF32X3: each part is raised by RN_BIAS * 2^-30 of itself before it enters d (see the loop)
+#define RN_BIAS 0      // TF32X3: A's small parts carry RN_BIAS * 2^-30 of the big ones: the tensor core's mean truncation, given back
 #endif
 
 constexpr int CONSUMERS = BN / 64;
@@ -366,8 +366,13 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         // Warps 1-3 split each A tile in place once it has landed: big = tf32(x) rounded to nearest over the
         // tile itself (wgmma's truncating read of it is then exact), small = tf32(x - big) beside it (same
         // swizzled layout: the operation is elementwise). Rounding both halves leaves |x - big - small| at
-        // most one FP32 ulp, half of what truncating the big part would. A fence makes the writes visible
-        // to wgmma's asynchronous proxy before each warp's arrival on ready[s], which the consumers wait on.
+        // most one FP32 ulp, half of what truncating the big part would. With RN_BIAS the small part is
+        // tf32(x - big + big * RN_BIAS * 2^-30) (one FFMA, x - big being exact): the consumers' big x small
+        // products then carry that fraction of big x big, which is what the tensor core's truncations take
+        // from each part on average (the consumer loop below). Below the small part's last TF32 place, the
+        // added term shifts its rounding rather than its value, which over the products of a dot product
+        // gives back the same amount on average. A fence makes the writes visible to wgmma's asynchronous
+        // proxy before each warp's arrival on ready[s], which the consumers wait on.
         else if (tid >= 32) {
             for (int it = 0; it < myTiles; ++it) {
                 const int s = it % STAGES;
@@ -379,8 +384,14 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                     const float4 x = big[i];
                     const float4 hi = make_float4(tf32_rounded(x.x), tf32_rounded(x.y), tf32_rounded(x.z), tf32_rounded(x.w));
                     big[i] = hi;
+#if RN_BIAS
+                    constexpr float bias = RN_BIAS * 0x1p-30f;
+                    small[i] = make_float4(tf32_rounded(fmaf(hi.x, bias, x.x - hi.x)), tf32_rounded(fmaf(hi.y, bias, x.y - hi.y)),
+                                           tf32_rounded(fmaf(hi.z, bias, x.z - hi.z)), tf32_rounded(fmaf(hi.w, bias, x.w - hi.w)));
+#else
                     small[i] = make_float4(tf32_rounded(x.x - hi.x), tf32_rounded(x.y - hi.y), tf32_rounded(x.z - hi.z),
                                            tf32_rounded(x.w - hi.w));
+#endif
                 }
                 asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
                 __syncwarp();
@@ -422,8 +433,9 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         // core's accumulator truncates at every wgmma, the FFMA rounds to nearest (stage 16's lesson), so d
         // never takes a truncated addition, and fewer k-steps per part leave fewer truncations in it.
         // Those truncations still leave each part short by a fraction of its last place, always toward
-        // zero: where signs do not cancel (all-positive inputs) that bias is the error. RN_BIAS > 0 adds
-        // its mean back, part * (1 + RN_BIAS * 2^-30), rounded once (an FFMA), before the part enters d.
+        // zero: where signs do not cancel (all-positive inputs) that bias is the error. RN_BIAS gives its
+        // mean back through A's small parts, which carry RN_BIAS * 2^-30 of their big parts (the producer's
+        // split, above): the big x small products then add that much of big x big to each part, for free.
         //
         // Wide-range inputs: a TF32 small part is about 2^-11 of its value, so for |x| below about 2^-115 it
         // is subnormal and keeps only a few bits. Per K-tile, each fragment row of B^T (a column of C) whose
@@ -493,12 +505,8 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                 wgmma_commit();
                 wgmma_wait<0>();
 #pragma unroll
-                for (int i = 0; i < ACC; ++i) {  // d[4j + 2h + e] is on fragment row h
-#if RN_BIAS
-                    part[i] = fmaf(part[i], RN_BIAS * 0x1p-30f, part[i]);  // the truncations' mean, given back
-#endif
+                for (int i = 0; i < ACC; ++i)  // d[4j + 2h + e] is on fragment row h
                     d[i] = fmaf(part[i], down[(i >> 1) & 1], d[i]);
-                }
             }
 #else
 #pragma unroll
