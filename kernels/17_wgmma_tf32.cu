@@ -84,7 +84,7 @@
 #define RN_STEPS 4     // TF32X3: k-steps of 8 whose three products sum from zero before one rounded FFMA into d
 #endif
 #ifndef RN_BIAS
-#define RN_BIAS 0      // TF32X3: A's small parts carry RN_BIAS * 2^-30 of the big ones: the tensor core's mean truncation, given back
+#define RN_BIAS 0      // TF32X3: A's small parts carry RN_BIAS * 2^-24 of the big ones: the tensor core's mean truncation, given back
 #endif
 
 constexpr int CONSUMERS = BN / 64;
@@ -100,7 +100,7 @@ static_assert(SPLIT_SLOTS >= 0, "SPLIT_SLOTS >= 0 (0: no split-K)");
 static_assert(SPLIT_MAX * CLUSTER_N <= 128, "a tree of at most 7 levels: SPLIT_MAX slices, times CLUSTER_N when a cluster shares K");
 #endif
 static_assert(RN_STEPS == 1 || RN_STEPS == 2 || RN_STEPS == 4, "RN_STEPS divides the BK / 8 = 4 k-steps of a tile");
-static_assert(RN_BIAS >= 0 && RN_BIAS < 1024, "RN_BIAS: 2^-30 units of a part, below 2^-20");
+static_assert(RN_BIAS >= 0 && RN_BIAS <= 64, "RN_BIAS: 2^-24 units of the big part, at most 2^-18");
 static_assert(BK == 32, "one K-tile line is one 128-byte swizzle line: BK = 32 floats");
 static_assert(BN % 64 == 0 && BN >= 64, "each consumer warpgroup owns 64 columns");
 static_assert(BM == 64 || BM == 128 || BM == 256, "BM is wgmma's N: 64, 128 or 256 here");
@@ -367,7 +367,8 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         // tile itself (wgmma's truncating read of it is then exact), small = tf32(x - big) beside it (same
         // swizzled layout: the operation is elementwise). Rounding both halves leaves |x - big - small| at
         // most one FP32 ulp, half of what truncating the big part would. With RN_BIAS the small part is
-        // tf32(x - big + big * RN_BIAS * 2^-30) (one FFMA, x - big being exact): the consumers' big x small
+        // tf32(x - big * (1 - RN_BIAS * 2^-24)), one FFMA in place of the FADD (the factor is exact in FP32,
+        // and the sum is rounded once where x - big was exact): the consumers' big x small
         // products then carry that fraction of big x big, which is what the tensor core's truncations take
         // from each part on average (the consumer loop below). Below the small part's last TF32 place, the
         // added term shifts its rounding rather than its value, which over the products of a dot product
@@ -385,9 +386,9 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                     const float4 hi = make_float4(tf32_rounded(x.x), tf32_rounded(x.y), tf32_rounded(x.z), tf32_rounded(x.w));
                     big[i] = hi;
 #if RN_BIAS
-                    constexpr float bias = RN_BIAS * 0x1p-30f;
-                    small[i] = make_float4(tf32_rounded(fmaf(hi.x, bias, x.x - hi.x)), tf32_rounded(fmaf(hi.y, bias, x.y - hi.y)),
-                                           tf32_rounded(fmaf(hi.z, bias, x.z - hi.z)), tf32_rounded(fmaf(hi.w, bias, x.w - hi.w)));
+                    constexpr float keep = RN_BIAS * 0x1p-24f - 1.0f;  // exact: -1 plus a multiple of 2^-24
+                    small[i] = make_float4(tf32_rounded(fmaf(hi.x, keep, x.x)), tf32_rounded(fmaf(hi.y, keep, x.y)),
+                                           tf32_rounded(fmaf(hi.z, keep, x.z)), tf32_rounded(fmaf(hi.w, keep, x.w)));
 #else
                     small[i] = make_float4(tf32_rounded(x.x - hi.x), tf32_rounded(x.y - hi.y), tf32_rounded(x.z - hi.z),
                                            tf32_rounded(x.w - hi.w));
@@ -434,7 +435,7 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         // never takes a truncated addition, and fewer k-steps per part leave fewer truncations in it.
         // Those truncations still leave each part short by a fraction of its last place, always toward
         // zero: where signs do not cancel (all-positive inputs) that bias is the error. RN_BIAS gives its
-        // mean back through A's small parts, which carry RN_BIAS * 2^-30 of their big parts (the producer's
+        // mean back through A's small parts, which carry RN_BIAS * 2^-24 of their big parts (the producer's
         // split, above): the big x small products then add that much of big x big to each part, for free.
         //
         // Wide-range inputs: a TF32 small part is about 2^-11 of its value, so for |x| below about 2^-115 it
