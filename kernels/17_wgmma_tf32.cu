@@ -387,12 +387,13 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                     big[i] = hi;
 #if RN_BIAS
                     constexpr float keep = RN_BIAS * 0x1p-24f - 1.0f;  // exact: -1 plus a multiple of 2^-24
-                    small[i] = make_float4(tf32_rounded(fmaf(hi.x, keep, x.x)), tf32_rounded(fmaf(hi.y, keep, x.y)),
-                                           tf32_rounded(fmaf(hi.z, keep, x.z)), tf32_rounded(fmaf(hi.w, keep, x.w)));
+                    const float4 rest = make_float4(fmaf(hi.x, keep, x.x), fmaf(hi.y, keep, x.y), fmaf(hi.z, keep, x.z),
+                                                    fmaf(hi.w, keep, x.w));
 #else
-                    small[i] = make_float4(tf32_rounded(x.x - hi.x), tf32_rounded(x.y - hi.y), tf32_rounded(x.z - hi.z),
-                                           tf32_rounded(x.w - hi.w));
+                    const float4 rest = make_float4(x.x - hi.x, x.y - hi.y, x.z - hi.z, x.w - hi.w);
 #endif
+                    small[i] = make_float4(__uint_as_float(tf32_rest(rest.x)), __uint_as_float(tf32_rest(rest.y)),
+                                           __uint_as_float(tf32_rest(rest.z)), __uint_as_float(tf32_rest(rest.w)));
                 }
                 asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
                 __syncwarp();
