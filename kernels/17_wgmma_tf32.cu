@@ -112,6 +112,10 @@ static_assert(A_BYTES % 1024 == 0 && B_OFFSET % 1024 == 0 && SLOT_BYTES % 1024 =
 constexpr int EP_LD = 64 + 4;  // row pitch (floats) of the epilogue's staging of a 64-column slice
 static_assert(CONSUMERS * BM * EP_LD * 4 <= STAGES * SLOT_BYTES, "the epilogue stages in the ring");
 constexpr int ACC = BM / 2;  // accumulators per consumer thread: 64 x BM over 128 threads
+#if TF32X3
+// Rows of the tile one part covers: the tile's, but half of a 256-row tile (see the consumer loop).
+constexpr int PART_ROWS = BM == 256 ? 128 : BM, PART = PART_ROWS / 2;
+#endif
 
 #if SPLIT_SLOTS > 0
 // Split-K scratch: one partial tile per block of a split launch, as float4 in the thread-private order
@@ -208,7 +212,8 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[32], const unsigned (&a)[4
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(scaleD));
 }
-#elif BM == 128
+#endif
+#if BM == 128 || (BM == 256 && TF32X3)  // TF32X3 at BM = 256 sums its parts 128 rows at a time
 __device__ __forceinline__ void wgmma_tf32(float (&d)[64], const unsigned (&a)[4], unsigned long long descB, int scaleD) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
@@ -229,7 +234,8 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[64], const unsigned (&a)[4
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(scaleD));
 }
-#elif BM == 256
+#endif
+#if BM == 256
 __device__ __forceinline__ void wgmma_tf32(float (&d)[128], const unsigned (&a)[4], unsigned long long descB, int scaleD) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
@@ -444,8 +450,12 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         // largest value lies below 2^-100 is scaled up by a power of two before the split (exact), and its
         // part is scaled back down by the same power inside the FFMA (exact but for C's own underflow).
         // Rows at or above 2^-100 are left alone, so nothing can overflow that would not overflow anyway.
+        //
+        // BM = 256: the part of all 256 rows (128 registers beside d's 128) does not fit, so each RN group
+        // runs as two halves of the A tile (rows 0-127, then 128-255), each summed into a 64-register part
+        // and added into its half of d: the B^T fragments, loaded, scaled and split once, serve both.
 #if TF32X3
-        float part[ACC];
+        float part[PART];
 #endif
         for (int it = 0; it < myTiles; ++it) {
             const int s = it % STAGES;
@@ -493,23 +503,29 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                 for (int i = 0; i < 4; ++i)
                     split(x[kk][i], a[kk][i], aSmall[kk][i]);
 #pragma unroll
-            for (int k0 = 0; k0 < BK / 8; k0 += RN_STEPS) {
-                wgmma_fence();
+            for (int k0 = 0; k0 < BK / 8; k0 += RN_STEPS)
 #pragma unroll
-                for (int kk = k0; kk < k0 + RN_STEPS; ++kk)  // the first from zero: part = product
-                    wgmma_tf32(part, aSmall[kk], wgmma_desc(aTile + kk * 32), kk > k0);
+                for (int hf = 0; hf < BM / PART_ROWS; ++hf) {
+                    // Rows hf * PART_ROWS.. of the tile: 128 bytes a row, whole 1024-byte swizzle groups.
+                    const unsigned aPart = aTile + hf * PART_ROWS * 128;
+                    wgmma_fence();
 #pragma unroll
-                for (int kk = k0; kk < k0 + RN_STEPS; ++kk)
-                    wgmma_tf32(part, a[kk], wgmma_desc(aTile + A_BYTES + kk * 32), 1);
+                    for (int kk = k0; kk < k0 + RN_STEPS; ++kk)  // the first from zero: part = product
+                        wgmma_tf32(part, aSmall[kk], wgmma_desc(aPart + kk * 32), kk > k0);
 #pragma unroll
-                for (int kk = k0; kk < k0 + RN_STEPS; ++kk)
-                    wgmma_tf32(part, a[kk], wgmma_desc(aTile + kk * 32), 1);
-                wgmma_commit();
-                wgmma_wait<0>();
+                    for (int kk = k0; kk < k0 + RN_STEPS; ++kk)
+                        wgmma_tf32(part, a[kk], wgmma_desc(aPart + A_BYTES + kk * 32), 1);
 #pragma unroll
-                for (int i = 0; i < ACC; ++i)  // d[4j + 2h + e] is on fragment row h
-                    d[i] = fmaf(part[i], down[(i >> 1) & 1], d[i]);
-            }
+                    for (int kk = k0; kk < k0 + RN_STEPS; ++kk)
+                        wgmma_tf32(part, a[kk], wgmma_desc(aPart + kk * 32), 1);
+                    wgmma_commit();
+                    wgmma_wait<0>();
+                    // d[4j + 2h + e] is on fragment row h and tile row 8j + 2t + e: the half's rows are
+                    // d[hf * PART ..], in the part's own order.
+#pragma unroll
+                    for (int i = 0; i < PART; ++i)
+                        d[hf * PART + i] = fmaf(part[i], down[(i >> 1) & 1], d[hf * PART + i]);
+                }
 #else
 #pragma unroll
             for (int kk = 0; kk < BK / 8; ++kk)
