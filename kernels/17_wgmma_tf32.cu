@@ -80,6 +80,9 @@
 #ifndef KSHARE_MIN_KTILES
 #define KSHARE_MIN_KTILES 32  // a cluster shares K (below) only if each of its slices keeps this many K-tiles
 #endif
+#ifndef SMALL_STAGES
+#define SMALL_STAGES STAGES  // TF32X3: slots for A's small parts (fewer than STAGES: a ring of their own)
+#endif
 #ifndef RN_STEPS
 #define RN_STEPS 4     // TF32X3: k-steps of 8 whose three products sum from zero before one rounded FFMA into d
 #endif
@@ -105,12 +108,21 @@ static_assert(BK == 32, "one K-tile line is one 128-byte swizzle line: BK = 32 f
 static_assert(BN % 64 == 0 && BN >= 64, "each consumer warpgroup owns 64 columns");
 static_assert(BM == 64 || BM == 128 || BM == 256, "BM is wgmma's N: 64, 128 or 256 here");
 constexpr int A_BYTES = BM * BK * 4, B_BYTES = BK * BN * 4;
-constexpr int B_OFFSET = A_BYTES * (1 + TF32X3);      // with TF32X3 the A tile's small parts sit after it
+// TF32X3: A's small parts sit after the A tile in its slot, or, with SMALL_STAGES < STAGES, in a ring of
+// their own after the slots (so that a 256-row tile's ring holds three slots of A and B in 208 KB).
+constexpr bool SMALL_RING = TF32X3 && SMALL_STAGES < STAGES;
+constexpr int B_OFFSET = A_BYTES * (1 + (TF32X3 && !SMALL_RING));
 constexpr int SLOT_BYTES = B_OFFSET + B_BYTES;
+constexpr int RING_BYTES = STAGES * SLOT_BYTES + (SMALL_RING ? SMALL_STAGES * A_BYTES : 0);
 constexpr int TMA_BYTES = A_BYTES + B_BYTES;          // what the copies bring into a slot
 static_assert(A_BYTES % 1024 == 0 && B_OFFSET % 1024 == 0 && SLOT_BYTES % 1024 == 0, "swizzled slots stay 1024-byte aligned");
+static_assert(SMALL_STAGES >= 1 && SMALL_STAGES <= STAGES, "SMALL_STAGES: 1..STAGES");
+// Byte offset, from the ring's base, of the small parts of the block's K-tile number `it`.
+__device__ __forceinline__ unsigned small_offset(int it) {
+    return SMALL_RING ? STAGES * SLOT_BYTES + (it % SMALL_STAGES) * A_BYTES : (it % STAGES) * SLOT_BYTES + A_BYTES;
+}
 constexpr int EP_LD = 64 + 4;  // row pitch (floats) of the epilogue's staging of a 64-column slice
-static_assert(CONSUMERS * BM * EP_LD * 4 <= STAGES * SLOT_BYTES, "the epilogue stages in the ring");
+static_assert(CONSUMERS * BM * EP_LD * 4 <= RING_BYTES, "the epilogue stages in the ring");
 constexpr int ACC = BM / 2;  // accumulators per consumer thread: 64 x BM over 128 threads
 #if TF32X3
 // Rows of the tile one part covers: the tile's, but half of a 256-row tile (see the consumer loop).
@@ -284,7 +296,7 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
     const unsigned raw = smem_u32(smem_raw);
     const unsigned base = (raw + 1023u) & ~1023u;
     unsigned char* slots = smem_raw + (base - raw);
-    const unsigned bars = base + STAGES * SLOT_BYTES;  // full[0..STAGES), empty[0..STAGES), ready[0..STAGES)
+    const unsigned bars = base + RING_BYTES;  // full[0..STAGES), empty[0..STAGES), ready[0..STAGES)
     auto full = [&](int s) { return bars + 8u * s; };
     auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
     auto ready = [&](int s) { return bars + 8u * (2 * STAGES + s); };  // TF32X3: A's tile split
@@ -384,8 +396,12 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
             for (int it = 0; it < myTiles; ++it) {
                 const int s = it % STAGES;
                 mbar_wait(full(s), (it / STAGES) & 1);
+                if (SMALL_RING && it >= SMALL_STAGES) {  // the consumers are done with K-tile j's small parts
+                    const int j = it - SMALL_STAGES;
+                    mbar_wait(empty(j % STAGES), (j / STAGES) & 1);
+                }
                 float4* big = reinterpret_cast<float4*>(slots + s * SLOT_BYTES);
-                float4* small = reinterpret_cast<float4*>(slots + s * SLOT_BYTES + A_BYTES);
+                float4* small = reinterpret_cast<float4*>(slots + small_offset(it));
 #pragma unroll 1  // few registers here: the producer warpgroup runs on 40 (setmaxnreg)
                 for (int i = tid - 32; i < A_BYTES / 16; i += 96) {
                     const float4 x = big[i];
@@ -463,6 +479,9 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
             unsigned char* slot = slots + s * SLOT_BYTES;
             const float* bt = reinterpret_cast<const float*>(slot + B_OFFSET);
             const unsigned aTile = base + s * SLOT_BYTES;
+#if TF32X3
+            const unsigned aSmallTile = base + small_offset(it);
+#endif
             unsigned a[BK / 8][4];
 #if TF32X3
             unsigned aSmall[BK / 8][4];
@@ -514,7 +533,7 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                         wgmma_tf32(part, aSmall[kk], wgmma_desc(aPart + kk * 32), kk > k0);
 #pragma unroll
                     for (int kk = k0; kk < k0 + RN_STEPS; ++kk)
-                        wgmma_tf32(part, a[kk], wgmma_desc(aPart + A_BYTES + kk * 32), 1);
+                        wgmma_tf32(part, a[kk], wgmma_desc(aSmallTile + hf * PART_ROWS * 128 + kk * 32), 1);
 #pragma unroll
                     for (int kk = k0; kk < k0 + RN_STEPS; ++kk)
                         wgmma_tf32(part, a[kk], wgmma_desc(aPart + kk * 32), 1);
