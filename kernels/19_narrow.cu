@@ -45,9 +45,6 @@
 #ifndef SPLIT_SLOTS
 #define SPLIT_SLOTS 264  // blocks the split-K workspace holds (launch plan: tiles * splits <= this)
 #endif
-#ifndef PREFETCH
-#define PREFETCH 0  // K-steps ahead of the loads at which A's lines are requested into L2 (0: none)
-#endif
 
 constexpr int NWARPS = THREADS / 32;
 constexpr int R = BM / NWARPS;  // rows of C per warp
@@ -64,7 +61,6 @@ static_assert(BK % 32 == 0, "BK must be a multiple of 32 (one k per lane per pas
 static_assert(BN == 4 || BN == 8 || BN == 16, "BN must be 4, 8 or 16");
 static_assert(2 * BK * pitch(BN) * 4 <= 48 * 1024, "static shared memory is limited to 48 KB");
 static_assert(SPLIT_SLOTS >= 0, "SPLIT_SLOTS >= 0 (0: no split-K)");
-static_assert(PREFETCH >= 0, "PREFETCH >= 0 (0: no prefetch)");
 
 #if SPLIT_SLOTS > 0
 // Split-K scratch: one partial tile (BM x NB) per block of a split launch, and one arrival counter per tile.
@@ -138,24 +134,6 @@ __device__ __forceinline__ void narrowBlock(int M, int N, int K, float alpha, co
     for (int i = tid; i < 2 * BK * LD; i += THREADS)
         Bs[i] = 0.0f;
 
-    // PREFETCH: lane p of the warp (p < R * KPL) asks L2 for the 128-byte line of row p / KPL, columns
-    // 32 * (p % KPL).. of K-step t + PREFETCH: the warp's own A of that step, line by line, with no
-    // register to hold it, so that the step's loads (issued one step ahead, below) find it in L2.
-    const float* pfRow[(R * KPL + 31) / 32];
-#pragma unroll
-    for (int q = 0; q < (R * KPL + 31) / 32; ++q) {
-        const int p = lane + 32 * q;
-        pfRow[q] = A + (size_t)min(row0 + min(p / KPL, R - 1), M - 1) * K + 32 * (p % KPL);
-    }
-    auto prefetchA = [&](int t) {
-#pragma unroll
-        for (int q = 0; q < (R * KPL + 31) / 32; ++q) {
-            const int p = lane + 32 * q;
-            if (p < R * KPL && t * BK + 32 * (p % KPL) < K)
-                asm volatile("prefetch.global.L2 [%0];\n" ::"l"(pfRow[q] + (size_t)t * BK));
-        }
-    };
-
     float a[R][KPL], bReg[B_PER_THREAD];
     auto loadA = [&](int t) {  // k beyond K reads as 0 (its B row is 0 too)
         const int kLeft = K - t * BK - lane;
@@ -187,9 +165,6 @@ __device__ __forceinline__ void narrowBlock(int M, int N, int K, float alpha, co
         acc[i] = 0.0f;
 
     __syncthreads();  // the zeros are in place before the first copy lands on them
-    if (PREFETCH > 0)
-        for (int t = tBegin + 1; t < min(tEnd, tBegin + 1 + PREFETCH); ++t)
-            prefetchA(t);
     loadA(tBegin);
     loadB(tBegin);
     storeB(0);
@@ -208,8 +183,6 @@ __device__ __forceinline__ void narrowBlock(int M, int N, int K, float alpha, co
         const bool more = t + 1 < tEnd;
         loadA(min(t + 1, tEnd - 1));
         loadB(min(t + 1, tEnd - 1));
-        if (PREFETCH > 0 && t + 1 + PREFETCH < tEnd)
-            prefetchA(t + 1 + PREFETCH);
 #pragma unroll
         for (int j = 0; j < KPL; ++j) {
             const float* bRow = Bs + buf * BK * LD + (32 * j + lane) * LD;
