@@ -97,9 +97,9 @@ __device__ __forceinline__ unsigned to_tf32(float x) {
 
 // The rest r = x - big of a split, rounded to TF32 the same way with two integer instructions instead of
 // cvt.rna's four: cvt also tests for infinity and NaN, which r needs no test for. For a finite x, |r| is
-// at most 2^-11 |x|, so adding half a TF32 place cannot carry into the exponent's top; r is NaN only
-// when x is infinite or NaN, and then big carries it (an infinite x leaves a zero small part, so that
-// the products stay infinite rather than NaN).
+// at most 2^-11 |x| (2^-137 for a subnormal x), so adding half a TF32 place cannot carry into the
+// exponent's top; r is NaN only when x is infinite or NaN, and then big carries it (an infinite x
+// leaves a zero small part, so that the products stay infinite rather than NaN).
 __device__ __forceinline__ unsigned tf32_rest(float r) { return (__float_as_uint(r) + 0x1000u) & 0xFFFFE000u; }
 
 // x = big + small, both TF32 patterns: the 3xTF32 split. small is big's rounding error (exact in FP32)
