@@ -18,6 +18,8 @@
 //   (descriptor mode "128B swizzle", 1024 bytes between 8-line groups); the k-th 8-wide step starts 32
 //   bytes further into the line.
 // - B tile: BN / 32 boxes of 32 (k) lines x 32 (n) floats, the same swizzle with k as the line.
+// - TF32X3 (stage 18): A's small parts, in the A tile's layout, between the A and B tiles of the slot;
+//   or, with SMALL_STAGES < STAGES, in a ring of SMALL_STAGES slots of their own after the STAGES slots.
 //
 // Register fragment of wgmma's A (TF32, per warp w of the warpgroup, lane = 4 g + t):
 //   a0 = (row 16w + g, k t), a1 = (row 16w + g + 8, k t), a2 = (row 16w + g, k t + 4), a3 = (16w + g + 8, t + 4).
@@ -34,10 +36,12 @@
 // does not depend on which block finished first, and the epilogue is applied once, to the sum. A cluster
 // whose blocks after the first would hold only columns past N shares K instead of A (see kShare).
 //
-// Pipeline: STAGES ring slots, two mbarriers each. full[s]: the producer's thread arms it with the slot's
-// byte count and issues the TMA copies, which complete it. empty[s]: one arrival per consumer warp once
-// its wgmma that read the slot are done. Consumers wait on full, producer on empty, each tracking the
-// phase parity of its round around the ring. The producer warpgroup gives most of its registers to the
+// Pipeline: STAGES ring slots, two mbarriers each (three with TF32X3). full[s]: the producer's thread arms
+// it with the slot's byte count and issues the TMA copies, which complete it. empty[s]: one arrival per
+// consumer warp once its wgmma that read the slot are done. ready[s] (TF32X3): one arrival per splitting
+// warp once the slot's A tile is split. Consumers wait on full (ready), producer on empty, each tracking
+// the phase parity of its round around the ring; the splitting warps also wait on empty before reusing
+// a slot of the small parts' own ring. The producer warpgroup gives most of its registers to the
 // consumers (setmaxnreg), which hold BM / 2 FP32 accumulators per thread.
 
 #include <cstdint>
@@ -382,8 +386,8 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         }
 #if TF32X3
         // Warps 1-3 split each A tile in place once it has landed: big = tf32(x) rounded to nearest over the
-        // tile itself (wgmma's truncating read of it is then exact), small = tf32(x - big) beside it (same
-        // swizzled layout: the operation is elementwise). Rounding both halves leaves |x - big - small| at
+        // tile itself (wgmma's truncating read of it is then exact), small = tf32(x - big) beside it or in
+        // its own ring (same swizzled layout: the operation is elementwise). Rounding both halves leaves |x - big - small| at
         // most one FP32 ulp, half of what truncating the big part would. With RN_BIAS the small part is
         // tf32(x - big * (1 - RN_BIAS * 2^-24)), one FFMA in place of the FADD (the factor is exact in FP32,
         // and the sum is rounded once where x - big was exact): the consumers' big x small
@@ -451,7 +455,7 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         //
         // TF32X3 = 1 (stage 18): B^T's fragments split into big = tf32(x) and small = tf32(x - big) in
         // registers; the A tile arrives split by the producer's warps 1-3 (big over the tile, small beside
-        // it), signalled on ready[s], so the two consumer warpgroups never wait for each other inside the
+        // it or in the small parts' ring), signalled on ready[s], so the two consumer warpgroups never wait for each other inside the
         // loop. The three products of RN_STEPS k-steps (small x big, big x small, big x
         // big) sum from zero in `part`, which one FFMA per element adds into the running sum d: the tensor
         // core's accumulator truncates at every wgmma, the FFMA rounds to nearest (stage 16's lesson), so d

@@ -96,10 +96,12 @@ __device__ __forceinline__ unsigned to_tf32(float x) {
 }
 
 // The rest r = x - big of a split, rounded to TF32 the same way with two integer instructions instead of
-// cvt.rna's four: cvt also tests for infinity and NaN, which r needs no test for. For a finite x, |r| is
-// at most 2^-11 |x| (2^-137 for a subnormal x), so adding half a TF32 place cannot carry into the
-// exponent's top; r is NaN only when x is infinite or NaN, and then big carries it (an infinite x
-// leaves a zero small part, so that the products stay infinite rather than NaN).
+// cvt.rna's four: cvt also tests for infinity and NaN, which r needs no test for. For a finite x whose
+// TF32 rounding is finite, |r| is at most 2^-11 |x| (2^-137 for a subnormal x), so adding half a TF32
+// place cannot carry into the exponent's top. Otherwise r is infinite or NaN (x infinite or NaN, or
+// within 2^-12 of FP32's largest value, where big rounds to infinity as cvt.rna rounds it), and the
+// two instructions keep an infinity and may turn a NaN into a zero or an infinity: big carries x's
+// infinity or NaN into the products either way, as it did with cvt.
 __device__ __forceinline__ unsigned tf32_rest(float r) { return (__float_as_uint(r) + 0x1000u) & 0xFFFFE000u; }
 
 // x = big + small, both TF32 patterns: the 3xTF32 split. small is big's rounding error (exact in FP32)

@@ -40,14 +40,22 @@ def test_tf32_rounds_to_nearest_ties_away_from_zero():
     assert model.tf32(np.float32([-(1 + 2.0**-11)]))[0] == np.float32(-(1 + 2.0**-10))
 
 
+def _rest(r: np.ndarray) -> np.ndarray:
+    """kernels/common.cuh's tf32_rest: (bits + 0x1000) & 0xFFFFE000, no infinity test."""
+    return ((r.view(np.uint32).astype(np.uint64) + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)
+
+
 def test_the_rest_of_a_split_needs_no_infinity_test():
-    # For finite x, r = x - tf32(x) is at most 2^-11 |x| (2^-137 for a subnormal x): adding half a TF32
-    # place never reaches the exponent's top, so the two-instruction rounding equals cvt.rna's on every r.
+    # For finite x whose TF32 rounding is finite, r = x - tf32(x) is at most 2^-11 |x| (2^-137 for a
+    # subnormal x): adding half a TF32 place never reaches the exponent's top, so the two-instruction
+    # rounding equals cvt.rna's on every such r.
     rng = np.random.default_rng(8)
     x = (rng.uniform(1, 2, 50000) * rng.choice([-1, 1], 50000) * np.exp2(rng.integers(-149, 128, 50000))).astype(np.float32)
+    x = np.concatenate([x, np.float32([2.0**128 * (1 - 2.0**-12) * (1 - 2.0**-12)])])  # the largest x of finite big
+    assert np.isfinite(model.tf32(x[-1:]))[0]
+    x = x[np.isfinite(model.tf32(x))]
     r = x - model.tf32(x)
-    bits = r.view(np.uint32).astype(np.uint64)
-    rest = ((bits + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)
+    rest = _rest(r)
     assert np.array_equal(rest, _rna_reference(r))
     r64, x64 = np.abs(r.astype(np.float64)), np.abs(x.astype(np.float64))
     normal = x64 >= 2.0**-126
@@ -68,3 +76,15 @@ def test_the_bias_given_back_lowers_the_error_where_signs_do_not_cancel():
     exact = err(model.stage18(a, b, wgmma=lambda x: x, add=lambda x: x))
     assert exact < given_back < truncating
     assert given_back < 0.8 * truncating
+
+
+def test_where_big_rounds_to_infinity_the_rest_stays_infinite():
+    # Within 2^-12 of FP32's largest value, big = tf32(x) is infinite (as cvt.rna rounds it), so r is
+    # infinite: tf32_rest keeps it so, and the products carry the infinity through big as before.
+    x = np.float32([np.finfo(np.float32).max, -np.finfo(np.float32).max])
+    big = model.tf32(x)
+    assert np.array_equal(big, np.float32([np.inf, -np.inf]))
+    with np.errstate(invalid="ignore", over="ignore"):
+        r = x - big
+    assert np.array_equal(_rest(r), r)
+    assert np.array_equal(_rest(np.float32([np.inf, -np.inf])), np.float32([np.inf, -np.inf]))
