@@ -6,7 +6,9 @@ the median of 20 launches, the L2 flushed before each by a write of twice its si
 - copy: cuMemcpyDtoD of half of it into the other half (read + write counted, as the ceilings step does);
 - read4: every thread sums float4 loads in a grid-stride loop (the fastest way to read);
 - rows: stage 19's pattern without its FMAs: rows of K = 6144 floats, 32 rows a block of 8 warps, a warp
-  reading 4 rows in 128-float steps with 4-byte loads (lane l, column 32 j + l), two blocks an SM.
+  reading 4 rows in 128-float steps with 4-byte loads (lane l, column 32 j + l), as many blocks an SM as
+  fit; rows2 the same held to stage 19's two blocks an SM (by a dynamic shared-memory request it does not
+  use), to tell the pattern from the occupancy.
 
     python tools/probes/read_stream.py [--json out.json]
 """
@@ -83,6 +85,13 @@ def main() -> None:
     def launch_rows():
         rows(buf, np.int32(K), out, block=(256, 1, 1), grid=(n_rows // 32, 1))
 
+    smem_max = dev.get_attribute(cuda.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+    rows.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_max)
+    two_a_sm = smem_max // 2 - 1024  # two blocks fit an SM's shared memory, three do not
+
+    def launch_rows2():
+        rows(buf, np.int32(K), out, block=(256, 1, 1), grid=(n_rows // 32, 1), shared=two_a_sm)
+
     def timed(fn) -> float:
         t_end = time.perf_counter() + 0.3
         while time.perf_counter() < t_end:  # the SM clock ramps up from idle
@@ -101,7 +110,7 @@ def main() -> None:
 
     results = {}
     for name, fn, counted in (("copy", launch_copy, nbytes), ("read4", launch_read4, nbytes),
-                              ("rows", launch_rows, n_rows * K * 4)):
+                              ("rows", launch_rows, n_rows * K * 4), ("rows2", launch_rows2, n_rows * K * 4)):
         ms = timed(fn)
         results[name] = dict(median_ms=ms, bytes=counted, gbps=counted / (ms * 1e-3) / 1e9)
     results["device"] = dev.name()
@@ -109,7 +118,7 @@ def main() -> None:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
     print(f"{'kernel':8s} {'ms':>8s} {'GB/s':>8s}")
-    for name in ("copy", "read4", "rows"):
+    for name in ("copy", "read4", "rows", "rows2"):
         r = results[name]
         print(f"{name:8s} {r['median_ms']:8.3f} {r['gbps']:8.1f}")
 
