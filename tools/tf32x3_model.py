@@ -14,8 +14,15 @@ comes from. NumPy only; a 256 x 192 x 320 case takes a few seconds.
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from sgemm_lab.config.records import Distribution  # noqa: E402
+from sgemm_lab.measure import verify  # noqa: E402
 
 
 def tf32(x: np.ndarray) -> np.ndarray:
@@ -37,13 +44,8 @@ def rn32(x: np.ndarray) -> np.ndarray:
 
 
 def draw(rng: np.random.Generator, shape: tuple[int, int], dist: str) -> np.ndarray:
-    if dist == "loguniform":  # magnitudes 2^-20..2^20, random signs, as the check draws them
-        return (np.exp2(rng.uniform(-20, 20, shape)) * rng.choice([-1.0, 1.0], shape)).astype(np.float32)
-    if dist == "positive":
-        return rng.uniform(0, 1, shape).astype(np.float32)
-    if dist == "normal":
-        return rng.standard_normal(shape).astype(np.float32)
-    return rng.uniform(-1, 1, shape).astype(np.float32)
+    """A float32 matrix of the check's distribution ``dist`` (``verify.draw``, its default parameters)."""
+    return verify.draw(rng, *shape, Distribution(name=dist, kind=dist))
 
 
 def stage18(a: np.ndarray, b: np.ndarray, *, rn: int = 2, slice_k: int = 64, bias: float = 0.0,

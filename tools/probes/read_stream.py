@@ -1,8 +1,8 @@
 """What DRAM gives a stream that only reads, beside the copy the ceilings step times: the yardstick for
 stage 19 (a narrow output streams A once; kernels/NOTES.md, "Stage 19: what a read-only stream gets").
 
-Three kernels over the same 1 GiB of device memory, each timed with CUDA events (warm-up by time, then
-the median of 20 launches, the L2 flushed before each by a write of twice its size):
+Kernels over the same 1 GiB of device memory, each timed as the lab times a point (`sgemm_lab.gpu.timing`:
+CUDA events, warm-up by time, the median of at least 20 launches, the L2 flushed before each):
 - copy: cuMemcpyDtoD of half of it into the other half (read + write counted, as the ceilings step does);
 - read4: every thread sums float4 loads in a grid-stride loop (the fastest way to read);
 - rows: stage 19's pattern without its FMAs: rows of K = 6144 floats, 32 rows a block of 8 warps, a warp
@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 SRC = r"""
 extern "C" __global__ void read4(const float4* __restrict__ a, long long n4, float* out) {
@@ -84,73 +87,55 @@ def main() -> None:
     args = ap.parse_args()
 
     import numpy as np
-    import pycuda.autoinit  # noqa: F401
-    import pycuda.driver as cuda
     from pycuda.compiler import SourceModule
 
+    from sgemm_lab.gpu.device import device_info, driver
+    from sgemm_lab.gpu.timing import L2Flusher, time_launches
+
+    cuda = driver()
+    dev = device_info()
+    stream = cuda.Stream()
     mod = SourceModule(SRC, options=["-O3"], no_extern_c=True)
-    read4, rows = mod.get_function("read4"), mod.get_function("rows")
-    rows_sync, rows_fma = mod.get_function("rows_sync"), mod.get_function("rows_fma")
-    dev = cuda.Context.get_device()
-    sms = dev.get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
-    l2 = dev.get_attribute(cuda.device_attribute.L2_CACHE_SIZE)
+    read4 = mod.get_function("read4")
+    rows = {name: mod.get_function(name) for name in ("rows", "rows_sync", "rows_fma")}
+    for f in rows.values():
+        f.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, dev.max_shared_per_block_optin)
+    two_a_sm = dev.max_shared_per_block_optin // 2 - 1024  # two blocks fit an SM's shared memory, three do not
     nbytes = 1 << 30
     buf = cuda.mem_alloc(nbytes)
     cuda.memcpy_htod(buf, np.random.default_rng(0).random(nbytes // 4, dtype=np.float32))
-    flush = cuda.mem_alloc(2 * l2)
     out = cuda.mem_alloc(4)
     K = 6144
     n_rows = (nbytes // 4 // K) // 32 * 32
+    row_bytes = n_rows * K * 4
 
-    def launch_copy():
-        cuda.memcpy_dtod(int(buf) + nbytes // 2, buf, nbytes // 2)
+    def rows_launch(name: str, shared: int):
+        return lambda: rows[name](buf, np.int32(K), out, block=(256, 1, 1), grid=(n_rows // 32, 1), shared=shared,
+                                  stream=stream)
 
-    def launch_read4():
-        read4(buf, np.int64(nbytes // 16), out, block=(256, 1, 1), grid=(sms * 8, 1))
-
-    def launch_rows():
-        rows(buf, np.int32(K), out, block=(256, 1, 1), grid=(n_rows // 32, 1))
-
-    smem_max = dev.get_attribute(cuda.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-    for f in (rows, rows_sync, rows_fma):
-        f.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_max)
-    two_a_sm = smem_max // 2 - 1024  # two blocks fit an SM's shared memory, three do not
-
-    def two_a_sm_launch(f):
-        return lambda: f(buf, np.int32(K), out, block=(256, 1, 1), grid=(n_rows // 32, 1), shared=two_a_sm)
-
-    launch_rows2, launch_rows2_sync, launch_rows2_fma = (two_a_sm_launch(f) for f in (rows, rows_sync, rows_fma))
-
-    def timed(fn) -> float:
-        t_end = time.perf_counter() + 0.3
-        while time.perf_counter() < t_end:  # the SM clock ramps up from idle
-            fn()
-            cuda.Context.synchronize()
-        times = []
-        for _ in range(args.reps):
-            cuda.memset_d32(flush, 0, (2 * l2) // 4)
-            start, stop = cuda.Event(), cuda.Event()
-            start.record()
-            fn()
-            stop.record()
-            stop.synchronize()
-            times.append(stop.time_since(start))
-        return float(np.median(times))
-
+    cases = (
+        ("copy", lambda: cuda.memcpy_dtod_async(int(buf) + nbytes // 2, buf, nbytes // 2, stream), nbytes),
+        ("read4", lambda: read4(buf, np.int64(nbytes // 16), out, block=(256, 1, 1), grid=(dev.multiprocessors * 8, 1),
+                                stream=stream), nbytes),
+        ("rows", rows_launch("rows", 0), row_bytes),
+        ("rows2", rows_launch("rows", two_a_sm), row_bytes),
+        ("rows2_sync", rows_launch("rows_sync", two_a_sm), row_bytes),
+        ("rows2_fma", rows_launch("rows_fma", two_a_sm), row_bytes),
+    )
+    flush = L2Flusher(dev.l2_bytes)
     results = {}
-    for name, fn, counted in (("copy", launch_copy, nbytes), ("read4", launch_read4, nbytes),
-                              ("rows", launch_rows, n_rows * K * 4), ("rows2", launch_rows2, n_rows * K * 4),
-                              ("rows2_sync", launch_rows2_sync, n_rows * K * 4), ("rows2_fma", launch_rows2_fma, n_rows * K * 4)):
-        ms = timed(fn)
-        results[name] = dict(median_ms=ms, bytes=counted, gbps=counted / (ms * 1e-3) / 1e9)
-    results["device"] = dev.name()
+    for name, run, counted in cases:
+        t = time_launches(run, stream, warmup_ms=300, target_ms=100, min_reps=args.reps, max_reps=200, flush=flush,
+                          pci_bus_id=dev.pci_bus_id)
+        results[name] = dict(median_ms=t.stats.median_ms, bytes=counted, gbps=counted / (t.stats.median_ms * 1e-3) / 1e9)
+    results["device"] = dev.name
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
-    print(f"{'kernel':8s} {'ms':>8s} {'GB/s':>8s}")
-    for name in ("copy", "read4", "rows", "rows2", "rows2_sync", "rows2_fma"):
+    print(f"{'kernel':12s} {'ms':>8s} {'GB/s':>8s}")
+    for name, _, _ in cases:
         r = results[name]
-        print(f"{name:8s} {r['median_ms']:8.3f} {r['gbps']:8.1f}")
+        print(f"{name:12s} {r['median_ms']:8.3f} {r['gbps']:8.1f}")
 
 
 if __name__ == "__main__":
