@@ -677,19 +677,40 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                     stage[(8 * j + 2 * t + e) * EP_LD + n] = d[4 * j + 2 * h + e];
         }
         asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
+        if ((N & 3) == 0) {  // C's rows on 16-byte boundaries: a piece is wholly inside N or wholly outside
 #pragma unroll 4
-        for (int it = 0; it < BM * 16 / 128; ++it) {
-            const int idx = it * 128 + ti, r = idx / 16, q = idx % 16;
-            const int row = row0 + r, col = col0 + 64 * c + 4 * q;
-            if (row < M && col < N) {  // N % 4 == 0: a piece is wholly inside or wholly outside
-                float4 v = *reinterpret_cast<const float4*>(&stage[r * EP_LD + 4 * q]);
-                float4* p = reinterpret_cast<float4*>(C + (size_t)row * N + col);
-                v.x *= alpha; v.y *= alpha; v.z *= alpha; v.w *= alpha;
-                if (beta != 0.0f) {
-                    const float4 old = *p;
-                    v.x += beta * old.x; v.y += beta * old.y; v.z += beta * old.z; v.w += beta * old.w;
+            for (int it = 0; it < BM * 16 / 128; ++it) {
+                const int idx = it * 128 + ti, r = idx / 16, q = idx % 16;
+                const int row = row0 + r, col = col0 + 64 * c + 4 * q;
+                if (row < M && col < N) {
+                    float4 v = *reinterpret_cast<const float4*>(&stage[r * EP_LD + 4 * q]);
+                    float4* p = reinterpret_cast<float4*>(C + (size_t)row * N + col);
+                    v.x *= alpha; v.y *= alpha; v.z *= alpha; v.w *= alpha;
+                    if (beta != 0.0f) {
+                        const float4 old = *p;
+                        v.x += beta * old.x; v.y += beta * old.y; v.z += beta * old.z; v.w += beta * old.w;
+                    }
+                    *p = v;
                 }
-                *p = v;
+            }
+        } else {  // an odd N (A and B are the launcher's re-pitched copies, C is the caller's): 4-byte pieces
+#pragma unroll 4
+            for (int it = 0; it < BM * 16 / 128; ++it) {
+                const int idx = it * 128 + ti, r = idx / 16, q = idx % 16;
+                const int row = row0 + r, col = col0 + 64 * c + 4 * q;
+                if (row < M && col < N) {
+                    const float4 v = *reinterpret_cast<const float4*>(&stage[r * EP_LD + 4 * q]);
+                    const float e[4] = {v.x, v.y, v.z, v.w};
+                    float* p = C + (size_t)row * N + col;
+#pragma unroll
+                    for (int u = 0; u < 4; ++u)
+                        if (col + u < N) {
+                            float x = e[u] * alpha;  // the float4 form's arithmetic, one column at a time
+                            if (beta != 0.0f)
+                                x += beta * p[u];
+                            p[u] = x;
+                        }
+                }
             }
         }
     }

@@ -39,7 +39,7 @@ def test_a_box_wider_than_its_swizzle_is_refused(lab):
         tensormap.requests(wide, Shape(m=256, n=256, k=256))
 
 
-def test_rows16_stages_take_every_shape_running_odd_rows_as_padded_copies(lab):
+def test_rows16_stages_take_every_shape_reading_odd_rows_from_re_pitched_copies(lab):
     from sgemm_lab.gpu import padding
 
     spec = wgmma(lab)
@@ -47,11 +47,14 @@ def test_rows16_stages_take_every_shape_running_odd_rows_as_padded_copies(lab):
     odd = Shape(m=257, n=131, k=67)
     assert geometry.unsupported_reason(spec, odd) is None
     assert padding.needs_padding(odd) and not padding.needs_padding(Shape(m=257, n=132, k=68))
-    assert padding.padded(odd) == Shape(m=257, n=132, k=68)
-    # the kernel runs the padded shape on the grid planned for the shape itself: the same tiles and slices
-    assert geometry.plan(spec, odd) == geometry.plan(spec, padding.padded(odd))
-    requests = tensormap.requests(spec, padding.padded(odd))
-    assert all(r.row_bytes % 16 == 0 for r in requests)  # requests() refuses any other pitch
+    assert padding.pitches(odd) == (68, 132)
+    # the maps keep the shape's extents (zeros past them) and take the copies' pitches
+    a, b = tensormap.requests(spec, odd, padding.pitches(odd))
+    assert (a.dims, a.row_bytes) == ((67, 257), 4 * 68) and (b.dims, b.row_bytes) == ((131, 67), 4 * 132)
+    with pytest.raises(LabError, match="not a multiple of 16 B"):
+        tensormap.requests(spec, odd)  # packed odd rows: what the copies are for
+    with pytest.raises(LabError, match="row pitches 64, 132 too small"):
+        tensormap.requests(spec, odd, (64, 132))
 
 
 def test_padded_copies_cover_every_row_and_column_within_the_grid_limits():

@@ -8,7 +8,7 @@
   CUDA kernel; a launcher that checks the shape, derives the launch from the config and launches;
   callers such as check and bench that only use launchers)
 - ``tensormap``: the TMA tensor maps a launcher writes (the driver's cuTensorMapEncodeTiled)
-- ``padding``: copies with rows padded to 16 bytes, for the TMA stages on odd N or K
+- ``padding``: copies of A and B with rows padded to 16 bytes, for the TMA stages on odd N or K
 - ``buffers``: a problem's device buffers
 - ``timing``: CUDA-event timing, warm-up by time, the L2 flush
 - ``ceilings``: measured FMA throughput and DRAM bandwidth

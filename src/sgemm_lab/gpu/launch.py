@@ -33,7 +33,7 @@ class KernelLauncher:
         self._encoder = None  # tensor maps: the driver's encoder, {variable: device address}, what they hold now
         self._map_vars: dict[str, int] = {}
         self._maps_for = None
-        self._padding = None  # rows16 stages on an N or K that is not a multiple of 4: padded copies
+        self._padding = None  # rows16 stages on an N or K that is not a multiple of 4: re-pitched A and B
         # Launch plans by shape. The plan evaluates the stage's expressions (15 us for a TMA stage), and a
         # timed repetition must not wait on the host: with the L2 flush before it, about 35 us of GPU work
         # is all the host has to enqueue the next launch, and time it spends past that lands between the
@@ -102,24 +102,26 @@ class KernelLauncher:
             launch = self._plans[shape] = geometry.plan(self.spec, shape)
         return launch
 
-    def _launch(self, shape: Shape, alpha: float, a, b, beta: float, c, stream) -> None:
+    def _launch(self, shape: Shape, alpha: float, a, b, beta: float, c, stream,
+                pitch: tuple[int, int] | None = None) -> None:
         launch = self._plan(shape)
         if self._encoder is not None:
-            self._write_maps(shape, a, b, stream)
+            self._write_maps(shape, a, b, stream, pitch)
         self.func.prepared_async_call(launch.grid, launch.block, stream,
                                       shape.m, shape.n, shape.k, alpha, a, b, beta, c,
                                       shared_size=launch.shared_bytes)
 
-    def _write_maps(self, shape: Shape, a, b, stream) -> None:
-        """Encode the stage's tensor maps for these operands and copy them into its variables, in stream
-        order (skipped when the operands and shape are those of the last launch, as in a timing loop)."""
+    def _write_maps(self, shape: Shape, a, b, stream, pitch: tuple[int, int] | None = None) -> None:
+        """Encode the stage's tensor maps for these operands (rows ``pitch`` = (lda, ldb) floats apart, or
+        packed) and copy them into its variables, in stream order (skipped when the operands, shape and
+        pitches are those of the last launch, as in a timing loop)."""
         from .tensormap import requests
 
-        key = (int(a), int(b), shape)
+        key = (int(a), int(b), shape, pitch)
         if key == self._maps_for:
             return
         cuda = driver()
-        for req in requests(self.spec, shape):
+        for req in requests(self.spec, shape, pitch):
             blob = np.frombuffer(self._encoder(req, int(a) if req.operand == "A" else int(b)), np.uint8)
             cuda.memcpy_htod_async(self._map_vars[req.symbol], blob, stream)  # pageable: staged before return
         self._maps_for = key

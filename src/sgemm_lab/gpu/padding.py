@@ -1,10 +1,10 @@
 """Rows on 16-byte boundaries for the stages fed by the tensor memory accelerator (``shapes: rows16``).
 
 A tensor map needs every row pitch to be a multiple of 16 bytes, which an N or K that is not a multiple
-of 4 floats breaks. Such a call runs on padded copies instead: A (M x K) into M x K4, B (K x N) into
-K4 x N4 and, when beta != 0, C into M x N4, each row's tail zero (rows K..K4 of B stay zero from the
-allocation); the kernel runs on (M, N4, K4), whose extra products are zeros and whose extra columns
-of C are never copied back, and the first N columns of each row of the padded C go back to C. The
+of 4 floats breaks. Such a call copies A (M x K) into rows of K4 floats and B (K x N) into rows of N4
+(K4, N4: K and N rounded up to multiples of 4) and runs the kernel on the shape itself: its tensor maps
+keep the extents K and N with the copies' pitches (the accelerator reads zeros past an extent, so the
+copies' row tails are never used), and it stores C in place, in 4-byte pieces where N is odd. The
 copies are stream-ordered kernels inside the launcher's call, so what the padding costs is in every
 timing of such a shape.
 """
@@ -38,9 +38,9 @@ BLOCKS = 8192  # about 60 blocks of 256 threads per SM of an H100: enough loads 
 MAX_GRID_Y = 65535
 
 
-def padded(shape: Shape) -> Shape:
-    """The shape a rows16 stage runs for ``shape``: N and K rounded up to multiples of 4."""
-    return Shape(m=shape.m, n=-(-shape.n // 4) * 4, k=-(-shape.k // 4) * 4)
+def pitches(shape: Shape) -> tuple[int, int]:
+    """Row pitches (floats) of the copies of A and B for ``shape``: K and N rounded up to multiples of 4."""
+    return -(-shape.k // 4) * 4, -(-shape.n // 4) * 4
 
 
 def repitch_grid(rows: int, cols: int) -> tuple[int, int]:
@@ -55,7 +55,7 @@ def needs_padding(shape: Shape) -> bool:
 
 
 class RowPadding:
-    """Padded buffers for one shape at a time (a timing loop repeats one shape), and the copies."""
+    """Re-pitched copies of A and B for one shape at a time (a timing loop repeats one shape)."""
 
     def __init__(self):
         from pycuda.compiler import SourceModule
@@ -69,15 +69,14 @@ class RowPadding:
         if shape != self._shape:
             self.close()
             cuda = driver()
-            p = padded(shape)
+            lda, ldb = pitches(shape)
             try:
-                a = cuda.mem_alloc(4 * p.m * p.k)
-                b = cuda.mem_alloc(4 * p.k * p.n)
-                c = cuda.mem_alloc(4 * p.m * p.n)
+                a = cuda.mem_alloc(4 * shape.m * lda)
+                b = cuda.mem_alloc(4 * shape.k * ldb)
             except cuda.MemoryError:
-                raise LabError(f"{shape}: no device memory for the copies with rows padded to {p}") from None
-            cuda.memset_d32(b, 0, p.k * p.n)  # rows K..K4 of B stay zero: no copy writes them
-            self._shape, self._bufs = shape, (a, b, c)
+                raise LabError(f"{shape}: no device memory for copies of A and B with rows of {lda} and {ldb} "
+                               "floats") from None
+            self._shape, self._bufs = shape, (a, b)
         return self._bufs
 
     def _repitch(self, src, sp: int, dst, dp: int, rows: int, src_cols: int, dst_cols: int, stream) -> None:
@@ -85,17 +84,14 @@ class RowPadding:
         self._copy.prepared_async_call((gx, gy), (THREADS, 1, 1), stream, src, sp, dst, dp, rows, src_cols, dst_cols)
 
     def __call__(self, launch, shape: Shape, alpha: float, a, b, beta: float, c, stream) -> None:
-        """C = alpha*A@B + beta*C through padded copies; ``launch(shape, alpha, a, b, beta, c, stream)``
-        runs the kernel on 16-byte rows."""
+        """C = alpha*A@B + beta*C through re-pitched copies of A and B; ``launch(shape, alpha, a, b, beta,
+        c, stream, pitch)`` runs the kernel on rows ``pitch`` = (lda, ldb) floats apart."""
         m, n, k = shape.m, shape.n, shape.k
-        p = padded(shape)
-        pa, pb, pc = self._buffers(shape)
-        self._repitch(a, k, pa, p.k, m, k, p.k, stream)
-        self._repitch(b, n, pb, p.n, k, n, p.n, stream)
-        if beta != 0.0:
-            self._repitch(c, n, pc, p.n, m, n, p.n, stream)
-        launch(p, alpha, pa, pb, beta, pc, stream)
-        self._repitch(pc, p.n, c, n, m, p.n, n, stream)
+        lda, ldb = pitches(shape)
+        pa, pb = self._buffers(shape)
+        self._repitch(a, k, pa, lda, m, k, lda, stream)
+        self._repitch(b, n, pb, ldb, k, n, ldb, stream)
+        launch(shape, alpha, pa, pb, beta, c, stream, (lda, ldb))
 
     def close(self) -> None:
         for buf in self._bufs:

@@ -39,18 +39,24 @@ class MapRequest:
     swizzle: int
 
 
-def requests(spec: KernelSpec, shape: Shape) -> list[MapRequest]:
-    """The maps ``spec`` needs for packed row-major A (M x K) and B (K x N) of ``shape``; LabError when a
-    rule of the tensor memory accelerator is broken (rows not on 16-byte boundaries, a box too large)."""
+def requests(spec: KernelSpec, shape: Shape, pitch: tuple[int, int] | None = None) -> list[MapRequest]:
+    """The maps ``spec`` needs for row-major A (M x K) and B (K x N) of ``shape``, packed or, with ``pitch``
+    = (lda, ldb), rows that many floats apart (the launcher's re-pitched copies for an odd N or K: the map's
+    extents stay the shape's, and the accelerator reads zeros past them); LabError when a rule of the
+    tensor memory accelerator is broken (rows not on 16-byte boundaries, a box too large)."""
     from ..config.geometry import env, evaluate
 
     names = env(spec)
+    lda, ldb = pitch or (shape.k, shape.n)
+    if lda < shape.k or ldb < shape.n:
+        raise LabError(f"kernel {spec.id}: row pitches {lda}, {ldb} too small for {shape}")
     out = []
     for i, m in enumerate(spec.tensor_maps):
         dims = (shape.k, shape.m) if m["operand"] == "A" else (shape.n, shape.k)
         box = tuple(int(evaluate(spec, f"tensor_maps[{i}].box[{j}]", str(b), names)) for j, b in enumerate(m["box"]))
         swizzle = int(m.get("swizzle", 128))
-        req = MapRequest(symbol=m["symbol"], operand=m["operand"], dims=dims, row_bytes=4 * dims[0], box=box,
+        row_bytes = 4 * (lda if m["operand"] == "A" else ldb)
+        req = MapRequest(symbol=m["symbol"], operand=m["operand"], dims=dims, row_bytes=row_bytes, box=box,
                          swizzle=swizzle)
         problem = _problem(req)
         if problem:
