@@ -693,23 +693,29 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                     *p = v;
                 }
             }
-        } else {  // an odd N (A and B are the launcher's re-pitched copies, C is the caller's): 4-byte pieces
-#pragma unroll 4
-            for (int it = 0; it < BM * 16 / 128; ++it) {
-                const int idx = it * 128 + ti, r = idx / 16, q = idx % 16;
-                const int row = row0 + r, col = col0 + 64 * c + 4 * q;
-                if (row < M && col < N) {
-                    const float4 v = *reinterpret_cast<const float4*>(&stage[r * EP_LD + 4 * q]);
-                    const float e[4] = {v.x, v.y, v.z, v.w};
-                    float* p = C + (size_t)row * N + col;
+        } else {
+            // An odd N (A and B are the launcher's re-pitched copies, C is the caller's): rows of C off
+            // 16-byte boundaries, so one column a lane, a warp on 32 consecutive floats of a row, and the
+            // loads of C for 8 rows issued together before any store (a store may alias a later load as
+            // far as the compiler knows, so it would otherwise wait out each load's latency in turn).
+            const int q = ti % 64, col = col0 + 64 * c + q;
+#pragma unroll 1
+            for (int r0 = 0; r0 < BM; r0 += 16) {
+                float old[8];
 #pragma unroll
-                    for (int u = 0; u < 4; ++u)
-                        if (col + u < N) {
-                            float x = e[u] * alpha;  // the float4 form's arithmetic, one column at a time
-                            if (beta != 0.0f)
-                                x += beta * p[u];
-                            p[u] = x;
-                        }
+                for (int j = 0; j < 8; ++j) {
+                    const int row = row0 + r0 + 2 * j + ti / 64;
+                    old[j] = beta != 0.0f && row < M && col < N ? C[(size_t)row * N + col] : 0.0f;
+                }
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    const int r = r0 + 2 * j + ti / 64, row = row0 + r;
+                    if (row < M && col < N) {
+                        float x = stage[r * EP_LD + q] * alpha;  // the float4 form's arithmetic
+                        if (beta != 0.0f)
+                            x += beta * old[j];
+                        C[(size_t)row * N + col] = x;
+                    }
                 }
             }
         }
