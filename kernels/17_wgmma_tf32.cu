@@ -678,19 +678,29 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         }
         asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
         if ((N & 3) == 0) {  // C's rows on 16-byte boundaries: a piece is wholly inside N or wholly outside
-#pragma unroll 4
-            for (int it = 0; it < BM * 16 / 128; ++it) {
-                const int idx = it * 128 + ti, r = idx / 16, q = idx % 16;
-                const int row = row0 + r, col = col0 + 64 * c + 4 * q;
-                if (row < M && col < N) {
-                    float4 v = *reinterpret_cast<const float4*>(&stage[r * EP_LD + 4 * q]);
-                    float4* p = reinterpret_cast<float4*>(C + (size_t)row * N + col);
-                    v.x *= alpha; v.y *= alpha; v.z *= alpha; v.w *= alpha;
-                    if (beta != 0.0f) {
-                        const float4 old = *p;
-                        v.x += beta * old.x; v.y += beta * old.y; v.z += beta * old.z; v.w += beta * old.w;
+            // The loads of C for 8 pieces issued together before any of their stores (as below).
+#pragma unroll 1
+            for (int it0 = 0; it0 < BM * 16 / 128; it0 += 8) {
+                float4 old[8];
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    const int idx = (it0 + j) * 128 + ti, row = row0 + idx / 16, col = col0 + 64 * c + 4 * (idx % 16);
+                    old[j] = beta != 0.0f && row < M && col < N
+                                 ? *reinterpret_cast<const float4*>(C + (size_t)row * N + col)
+                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                }
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    const int idx = (it0 + j) * 128 + ti, r = idx / 16, q = idx % 16;
+                    const int row = row0 + r, col = col0 + 64 * c + 4 * q;
+                    if (row < M && col < N) {
+                        float4 v = *reinterpret_cast<const float4*>(&stage[r * EP_LD + 4 * q]);
+                        v.x *= alpha; v.y *= alpha; v.z *= alpha; v.w *= alpha;
+                        if (beta != 0.0f) {
+                            v.x += beta * old[j].x; v.y += beta * old[j].y; v.z += beta * old[j].z; v.w += beta * old[j].w;
+                        }
+                        *reinterpret_cast<float4*>(C + (size_t)row * N + col) = v;
                     }
-                    *p = v;
                 }
             }
         } else {
