@@ -311,24 +311,31 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
         const int m = q / (FN / 4), n = 4 * (q % (FN / 4));
         return make_float4(acc[m][n], acc[m][n + 1], acc[m][n + 2], acc[m][n + 3]);
     };
-    auto store = [&](int q, float4 v) {
-        const int m = q / (FN / 4), n = 4 * (q % (FN / 4));
-        const int r = row0 + aFrag + (m / TM) * WSUBM + m % TM;
-        const int c = col0 + bFrag + (n / TN) * WSUBN + n % TN;
+    auto rowOf = [&](int q) { return row0 + aFrag + (q / (FN / 4) / TM) * WSUBM + q / (FN / 4) % TM; };
+    auto colOf = [&](int q) { return col0 + bFrag + (4 * (q % (FN / 4)) / TN) * WSUBN + 4 * (q % (FN / 4)) % TN; };
+    // C's old values at quad q (zeros where beta == 0: C is then not read, and may hold NaN).
+    auto loadOld = [&](int q) {
+        const int r = rowOf(q), c = colOf(q);
+        const float* p = C + (size_t)r * N + c;
+        if (beta == 0.0f || (!fastC && r >= M))
+            return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (fastC)
+            return *reinterpret_cast<const float4*>(p);
+        return make_float4(c < N ? p[0] : 0.0f, c + 1 < N ? p[1] : 0.0f, c + 2 < N ? p[2] : 0.0f, c + 3 < N ? p[3] : 0.0f);
+    };
+    auto store = [&](int q, float4 v, float4 old) {
+        const int r = rowOf(q), c = colOf(q);
         float* p = C + (size_t)r * N + c;
+        const float4 out = beta == 0.0f ? make_float4(alpha * v.x, alpha * v.y, alpha * v.z, alpha * v.w)
+                                        : make_float4(alpha * v.x + beta * old.x, alpha * v.y + beta * old.y,
+                                                      alpha * v.z + beta * old.z, alpha * v.w + beta * old.w);
         if (fastC) {
-            if (beta == 0.0f) {
-                *reinterpret_cast<float4*>(p) = make_float4(alpha * v.x, alpha * v.y, alpha * v.z, alpha * v.w);
-            } else {
-                const float4 old = *reinterpret_cast<const float4*>(p);
-                *reinterpret_cast<float4*>(p) = make_float4(alpha * v.x + beta * old.x, alpha * v.y + beta * old.y,
-                                                            alpha * v.z + beta * old.z, alpha * v.w + beta * old.w);
-            }
+            *reinterpret_cast<float4*>(p) = out;
         } else if (r < M) {
-            if (c + 0 < N) p[0] = epilogue(alpha, v.x, beta, p + 0);
-            if (c + 1 < N) p[1] = epilogue(alpha, v.y, beta, p + 1);
-            if (c + 2 < N) p[2] = epilogue(alpha, v.z, beta, p + 2);
-            if (c + 3 < N) p[3] = epilogue(alpha, v.w, beta, p + 3);
+            if (c + 0 < N) p[0] = out.x;
+            if (c + 1 < N) p[1] = out.y;
+            if (c + 2 < N) p[2] = out.z;
+            if (c + 3 < N) p[3] = out.w;
         }
     };
 #if SPLIT_SLOTS > 0
@@ -391,9 +398,21 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
         // The root: the sum of all S slices, in registers.
     }
 #endif
+    // C's old values for 8 quads loaded before any of their stores: a store may alias a later load as far
+    // as the compiler knows (rows N floats apart), so in turn each load would wait out the store before it
+    // and a tile would pay a trip to memory per quad (kernels/NOTES.md).
 #pragma unroll
-    for (int q = 0; q < QUADS; ++q)
-        store(q, quad(q));
+    for (int q0 = 0; q0 < QUADS; q0 += 8) {
+        float4 old[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+            if (q0 + j < QUADS)
+                old[j] = loadOld(q0 + j);
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+            if (q0 + j < QUADS)
+                store(q0 + j, quad(q0 + j), old[j]);
+    }
 }
 
 // The 4-byte instance, kept out of line: inlined beside the 16-byte one, it shares the kernel's
