@@ -300,23 +300,32 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
         const int m = q / (FN / 4), n = 4 * (q % (FN / 4));
         return make_float4(acc[m][n], acc[m][n + 1], acc[m][n + 2], acc[m][n + 3]);
     };
-    // One result: act(alpha * v + beta * C + bias), C read only when beta != 0.
-    auto finish = [&](float v, const float* c, int col) {
+    auto rowOf = [&](int q) { return row0 + aFrag + (q / (FN / 4) / TM) * WSUBM + q / (FN / 4) % TM; };
+    auto colOf = [&](int q) { return col0 + bFrag + (4 * (q % (FN / 4)) / TN) * WSUBN + 4 * (q % (FN / 4)) % TN; };
+    // C's old values at quad q: zeros where beta == 0 (C is then not read, and may hold NaN) or outside.
+    auto loadOld = [&](int q) {
+        const int r = rowOf(q), c = colOf(q);
+        const float* pc = C + (size_t)r * ldc + c;
+        if (beta == 0.0f || (!fastD && r >= M))
+            return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (fastD)
+            return *reinterpret_cast<const float4*>(pc);
+        return make_float4(c < N ? pc[0] : 0.0f, c + 1 < N ? pc[1] : 0.0f, c + 2 < N ? pc[2] : 0.0f,
+                           c + 3 < N ? pc[3] : 0.0f);
+    };
+    // One result: act(alpha * v + beta * old + bias).
+    auto finish = [&](float v, float old, int col) {
         float x = alpha * v;
         if (beta != 0.0f)
-            x += beta * *c;
+            x += beta * old;
         if (bias != nullptr)
             x += __ldg(bias + col);
         return activate<ACT>(x);
     };
-    auto store = [&](int q, float4 v) {
-        const int m = q / (FN / 4), n = 4 * (q % (FN / 4));
-        const int r = row0 + aFrag + (m / TM) * WSUBM + m % TM;
-        const int c = col0 + bFrag + (n / TN) * WSUBN + n % TN;
-        const float* pc = C + (size_t)r * ldc + c;
+    auto store = [&](int q, float4 v, float4 old) {
+        const int r = rowOf(q), c = colOf(q);
         float* pd = D + (size_t)r * ldd + c;
         if (fastD) {
-            const float4 old = beta != 0.0f ? *reinterpret_cast<const float4*>(pc) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             float4 x = make_float4(alpha * v.x + beta * old.x, alpha * v.y + beta * old.y, alpha * v.z + beta * old.z,
                                    alpha * v.w + beta * old.w);
             if (bias != nullptr) {
@@ -328,11 +337,25 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
             *reinterpret_cast<float4*>(pd) =
                 make_float4(activate<ACT>(x.x), activate<ACT>(x.y), activate<ACT>(x.z), activate<ACT>(x.w));
         } else if (r < M) {
-            if (c + 0 < N) pd[0] = finish(v.x, pc + 0, c + 0);
-            if (c + 1 < N) pd[1] = finish(v.y, pc + 1, c + 1);
-            if (c + 2 < N) pd[2] = finish(v.z, pc + 2, c + 2);
-            if (c + 3 < N) pd[3] = finish(v.w, pc + 3, c + 3);
+            if (c + 0 < N) pd[0] = finish(v.x, old.x, c + 0);
+            if (c + 1 < N) pd[1] = finish(v.y, old.y, c + 1);
+            if (c + 2 < N) pd[2] = finish(v.z, old.z, c + 2);
+            if (c + 3 < N) pd[3] = finish(v.w, old.w, c + 3);
         }
+    };
+    // The stores of 8 quads after the loads of their C (a store may alias a later load as far as the
+    // compiler knows, so in turn each load would wait out the store before it: stage 11, kernels/NOTES.md).
+    // D may be C: each element's old value is still read before it is written.
+    auto store8 = [&](int q0, const float4 (&v)[8]) {
+        float4 old[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+            if (q0 + j < QUADS)
+                old[j] = loadOld(q0 + j);
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+            if (q0 + j < QUADS)
+                store(q0 + j, v[j], old[j]);
     };
 #if SPLIT_SLOTS > 0
     if (gridDim.z > 1) {
@@ -379,17 +402,20 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
                     }
                 }
             }
-#pragma unroll
-            for (int j = 0; j < 8; ++j)
-                if (q0 + j < QUADS)
-                    store(q0 + j, sum[j]);
+            store8(q0, sum);
         }
         return;
     }
 #endif
 #pragma unroll
-    for (int q = 0; q < QUADS; ++q)
-        store(q, quad(q));
+    for (int q0 = 0; q0 < QUADS; q0 += 8) {
+        float4 v[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+            if (q0 + j < QUADS)
+                v[j] = quad(q0 + j);
+        store8(q0, v);
+    }
 }
 
 // The 4-byte instance, kept out of line: inlined beside the 16-byte one it shares the kernel's register
