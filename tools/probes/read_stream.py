@@ -11,7 +11,12 @@ CUDA events, warm-up by time, the median of at least 20 launches, the L2 flushed
   use), to tell the pattern from the occupancy; rows2_sync the same with a block barrier after every
   K-step, and rows2_fma with 12 FMAs a loaded value (stage 19's work at N = 12, on constants) as well.
 
-    python tools/probes/read_stream.py [--json out.json]
+Options: `--mib` sets the buffer's size (stage 19's suite shape streams 192 MiB of A, in one wave of
+blocks); `--flush read|write|both` times every kernel after the lab's L2 flush (`read`: a buffer twice the
+L2's size read through it) or after the form it replaced (`write`: the buffer overwritten, leaving L2
+full of dirty lines that DRAM writes back during the timed launch), or both, side by side.
+
+    python tools/probes/read_stream.py [--json out.json] [--mib 1024] [--flush read]
 """
 
 from __future__ import annotations
@@ -84,6 +89,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write the results here too")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--mib", type=int, default=1024, help="buffer size in MiB")
+    ap.add_argument("--flush", choices=("read", "write", "both"), default="read")
     args = ap.parse_args()
 
     import numpy as np
@@ -101,7 +108,7 @@ def main() -> None:
     for f in rows.values():
         f.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, dev.max_shared_per_block_optin)
     two_a_sm = dev.max_shared_per_block_optin // 2 - 1024  # two blocks fit an SM's shared memory, three do not
-    nbytes = 1 << 30
+    nbytes = args.mib << 20
     buf = cuda.mem_alloc(nbytes)
     cuda.memcpy_htod(buf, np.random.default_rng(0).random(nbytes // 4, dtype=np.float32))
     out = cuda.mem_alloc(4)
@@ -122,20 +129,25 @@ def main() -> None:
         ("rows2_sync", rows_launch("rows_sync", two_a_sm), row_bytes),
         ("rows2_fma", rows_launch("rows_fma", two_a_sm), row_bytes),
     )
-    flush = L2Flusher(dev.l2_bytes)
+    modes = ("read", "write") if args.flush == "both" else (args.flush,)
+    flushers = {mode: L2Flusher(dev.l2_bytes, mode) for mode in modes}
     results = {}
     for name, run, counted in cases:
-        t = time_launches(run, stream, warmup_ms=300, target_ms=100, min_reps=args.reps, max_reps=200, flush=flush,
-                          pci_bus_id=dev.pci_bus_id)
-        results[name] = dict(median_ms=t.stats.median_ms, bytes=counted, gbps=counted / (t.stats.median_ms * 1e-3) / 1e9)
+        for mode in modes:
+            t = time_launches(run, stream, warmup_ms=300, target_ms=100, min_reps=args.reps, max_reps=200,
+                              flush=flushers[mode], pci_bus_id=dev.pci_bus_id)
+            key = name if len(modes) == 1 else f"{name}@{mode}"
+            results[key] = dict(median_ms=t.stats.median_ms, bytes=counted, gbps=counted / (t.stats.median_ms * 1e-3) / 1e9,
+                                flush=mode)
     results["device"] = dev.name
+    results["mib"] = args.mib
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
-    print(f"{'kernel':12s} {'ms':>8s} {'GB/s':>8s}")
-    for name, _, _ in cases:
-        r = results[name]
-        print(f"{name:12s} {r['median_ms']:8.3f} {r['gbps']:8.1f}")
+    print(f"{'kernel':18s} {'ms':>8s} {'GB/s':>8s}")
+    for key, r in results.items():
+        if isinstance(r, dict):
+            print(f"{key:18s} {r['median_ms']:8.3f} {r['gbps']:8.1f}")
 
 
 if __name__ == "__main__":
