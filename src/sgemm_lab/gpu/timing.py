@@ -33,7 +33,7 @@ class L2Flusher:
     launch then starts with its operands out of L2 and nothing for L2 to write back. ``write`` (the form
     used before, kept for comparison) overwrites the buffer with a memset, which leaves L2 full of dirty
     lines; DRAM then writes them back while the timed launch runs, up to the L2's size of extra traffic
-    charged to it (measured: about 17 us on an H100, kernels/NOTES.md, "The L2 flush's write-back")."""
+    charged to it (measured: about 10 us on an H100, kernels/NOTES.md, "The L2 flush's write-back")."""
 
     def __init__(self, l2_bytes: int, mode: str = "read"):
         if mode not in ("read", "write"):

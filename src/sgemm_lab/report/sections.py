@@ -280,8 +280,10 @@ def _method(run: _Run) -> list[str]:
            "`bench.csv` also min, quartiles and max. CPU stages: `time.perf_counter` around each call, "
            f"at least {cfg.cpu.min_reps} calls.",
            "- **L2 policy**: " + ("`flush` — a buffer of twice the L2 size "
-                                   f"({2 * int(gpu.get('l2_bytes', 0)) // 2**20} MiB) is overwritten before every "
-                                   "timed launch, outside the events, so every launch starts with a cold L2."
+                                   f"({2 * int(gpu.get('l2_bytes', 0)) // 2**20} MiB) is read through L2 before every "
+                                   "timed launch, outside the events, so every launch starts with a cold L2 that "
+                                   "holds nothing dirty (an overwritten buffer would leave the L2's size in dirty "
+                                   "lines for DRAM to write back inside the timed launch)."
                                    if b.l2_policy == "flush" else
                                    "`warm` — back-to-back launches on the same buffers; operands may stay in L2."),
            "- **SM clock** read through NVML just before and after each point's timed launches: "
