@@ -427,3 +427,15 @@ def test_check_rows_measure_each_mode_against_its_terms():
     assert rows["beta"]["rel_err"] == want == rows["beta"]["cublas_rel_err"]
     assert want < 1e-5 < verify.compare(run(p.alpha, p.beta, False), refs[0], math.inf).rel_err  # ||ref|| alone
     assert rows["beta"]["passed"]
+
+
+def test_the_l2_flush_reads_by_default_and_refuses_unknown_modes():
+    """The lab's cold L2 is one with nothing dirty in it: the flush reads its buffer through L2 unless the
+    old overwrite is asked for by name (no GPU needed: the mode is checked before the driver is)."""
+    import inspect
+
+    from sgemm_lab.gpu.timing import L2Flusher
+
+    assert inspect.signature(L2Flusher).parameters["mode"].default == "read"
+    with pytest.raises(ValueError, match="read or write"):
+        L2Flusher(50 << 20, mode="memset")
