@@ -231,6 +231,33 @@ def test_suite_table_compares_the_best_verified_stage_with_cublas(raw_config, ta
     assert "Against cuBLAS" not in _render(from_dict(raw_config), tables)
 
 
+def test_memory_bound_suite_shapes_are_judged_against_the_measured_copy(raw_config):
+    """A shape below the machine balance gets its best stage's and cuBLAS's bandwidth over the bytes it
+    must move, as a share of the copy; a compute-bound shape none; no ceilings, no line."""
+    import pandas as pd
+
+    from sgemm_lab.config.load import from_dict
+
+    raw_config["suite"] = {"shapes": [[8192, 12, 6144], [4096, 4096, 4096]]}
+    cfg = from_dict(raw_config)
+    stage = next(k.id for k in cfg.kernels if k.backend == "cuda" and k.precision == "fp32")
+    nbytes = 4 * (8192 * 6144 + 6144 * 12 + 2 * 8192 * 12)
+    assert report_tables.min_bytes(8192, 12, 6144) == nbytes
+    rows = []
+    for (m, n, k) in ((8192, 12, 6144), (4096, 4096, 4096)):
+        for kernel, ms in ((stage, 0.08), ("cublas", 0.1)):
+            rows.append(dict(kernel=kernel, m=m, n=n, k=k, status="ok", verified=True, median_ms=ms, q1_ms=ms,
+                             q3_ms=ms, tflops=2.0 * m * n * k / (ms * 1e-3) / 1e12))
+    ok = pd.DataFrame(rows)
+    ceilings = dict(dram_gbps=3000.0, fp32_tflops=60.0)
+    text = "\n".join(report_tables.suite_table(cfg, ok, ceilings))
+    gbps = nbytes / 0.08e-3 / 1e9
+    assert f"8192×12×6144: `{stage}` at **{gbps:.0f} GB/s, {100 * gbps / 3000:.1f}% of the copy**" in text
+    assert f"cuBLAS {nbytes / 0.1e-3 / 1e9:.0f} GB/s" in text and "balance" not in text  # (stated as flops per byte)
+    assert "4096³:" not in text.split("Memory-bound shapes")[1]  # 4096^3 is far above the balance of 20
+    assert "Memory-bound" not in "\n".join(report_tables.suite_table(cfg, ok))
+
+
 def test_suite_only_shapes_stay_out_of_the_ladder(raw_config, tables):
     from sgemm_lab.config.load import from_dict
 

@@ -95,7 +95,7 @@ def _headline(run: _Run) -> list[str]:
 def _suite(run: _Run) -> list[str]:
     if not run.cfg.suite:
         return []
-    return [""] + suite_table(run.cfg, run.ok) + fp32_accurate_table(run.cfg, run.ok, run.checks)
+    return [""] + suite_table(run.cfg, run.ok, run.ceilings) + fp32_accurate_table(run.cfg, run.ok, run.checks)
 
 
 def _ladder(run: _Run) -> list[str]:

@@ -127,9 +127,10 @@ def ladder_rows(cfg: LabConfig, bench: pd.DataFrame) -> pd.DataFrame:
     return bench[[key not in extra for key in keys]]
 
 
-def suite_table(cfg: LabConfig, ok: pd.DataFrame) -> list[str]:
+def suite_table(cfg: LabConfig, ok: pd.DataFrame, ceilings: dict | None = None) -> list[str]:
     """Best verified stage against cuBLAS on every suite shape: the ratio of medians, its spread (the
-    stage's quartiles against cuBLAS's), then the geometric mean and the minimum over the suite."""
+    stage's quartiles against cuBLAS's), then the geometric mean and the minimum over the suite; with the
+    measured ceilings, the memory-bound shapes' bandwidth against the copy (:func:`memory_bound_lines`)."""
     if not cfg.suite:
         return []
     stages = [k.id for k in cfg.kernels if (k.backend == "cuda" or k.autotuned) and k.precision == "fp32"]
@@ -156,7 +157,40 @@ def suite_table(cfg: LabConfig, ok: pd.DataFrame) -> list[str]:
     if ratios:
         out += ["", _over_suite(ratios)
                 + (f" No verified stage or no cuBLAS timing at: {', '.join(missing)} (not in the mean)." if missing else "")]
+    out += memory_bound_lines(cfg, ok, stages, ceilings)
     return out + [""]
+
+
+def min_bytes(m: int, n: int, k: int) -> int:
+    """The bytes a product must move at least: A and B read once, C read and written (beta != 0)."""
+    return 4 * (m * k + k * n + 2 * m * n)
+
+
+def memory_bound_lines(cfg: LabConfig, ok: pd.DataFrame, stages: list[str], ceilings: dict | None) -> list[str]:
+    """For each suite shape below the machine balance (flops per byte of :func:`min_bytes` under the FMA
+    probe's rate over the copy's), the best verified stage's and cuBLAS's bandwidth over those bytes, as
+    a share of the measured copy: how close a memory-bound shape comes to DRAM's roof."""
+    if not ceilings or not ceilings.get("dram_gbps") or not ceilings.get("fp32_tflops"):
+        return []
+    copy = ceilings["dram_gbps"]
+    balance = ceilings["fp32_tflops"] * 1e12 / (copy * 1e9)
+    parts = []
+    for s in cfg.suite:
+        nbytes = min_bytes(s.m, s.n, s.k)
+        if 2.0 * s.m * s.n * s.k / nbytes >= balance:
+            continue
+        ref, best = _suite_point(ok, stages, s)
+        if best is None:
+            continue
+        gbps = nbytes / (best.median_ms * 1e-3) / 1e9
+        ref_gbps = nbytes / (ref.median_ms * 1e-3) / 1e9
+        parts.append(f"{shape_label(s.m, s.n, s.k)}: `{best.kernel}` at **{gbps:.0f} GB/s, {100 * gbps / copy:.1f}% of "
+                     f"the copy** (cuBLAS {ref_gbps:.0f} GB/s, {100 * ref_gbps / copy:.1f}%)")
+    if not parts:
+        return []
+    return ["", f"Memory-bound shapes (fewer flops per byte than the FMA probe's rate over the copy's, "
+                f"{balance:.1f} here; bytes: A and B read once, C read and written): " + "; ".join(parts)
+                + f". The measured device-to-device copy: {copy:.0f} GB/s (read + write)."]
 
 
 def _suite_point(ok: pd.DataFrame, stages: list[str], s) -> tuple[pd.Series | None, pd.Series | None]:
