@@ -68,6 +68,13 @@
 // unconditionally. Which schedules better depends on the tile (ptxas; measured in kernels/NOTES.md).
 #define TOP_LOADS 1
 #endif
+#ifndef SCALAR_MAPS
+// 1: the 4-byte instance copies with consecutive lanes on consecutive floats of a row (a warp's load
+// covers whole 128-byte lines, as the float4 maps do); 0: the float4 maps read 4 bytes at a time (a
+// warp's lanes 16 bytes apart). 1 needs more registers for its addresses: the 128 x 128 tile then
+// spills, so the choice is per tile (measured in kernels/NOTES.md).
+#define SCALAR_MAPS 0
+#endif
 
 constexpr int NWARPS = THREADS / 32;
 constexpr int WMITER = (WM * WN) / (32 * TM * TN * WNITER);  // sub-tile steps down M
@@ -85,6 +92,11 @@ constexpr int A_ROWS_PER_PASS = THREADS / 2;                 // A: 2 float4 per 
 constexpr int A_PASSES_PER_CHUNK = BM / A_ROWS_PER_PASS;
 constexpr int B_ROWS_PER_PASS = 4 * THREADS / BN;            // B: BN/4 float4 per row
 constexpr int SMEM_BYTES = 2 * BK * (AS_LD + BN) * 4;
+// The 4-byte maps (SCALAR_MAPS): element e of a thread is the float at linear position e * THREADS + tid
+// of the tile (A: BK floats a row, B: BN).
+constexpr int A_SCALARS = BM * BK / THREADS;                 // floats of A per thread per K-step
+constexpr int B_SCALARS = BN * BK / THREADS;
+constexpr int A_S_ROWS = THREADS / BK;                       // A: rows per pass (BK lanes a row)
 
 static_assert(THREADS % 32 == 0, "THREADS must be whole warps");
 static_assert(BM % WM == 0 && BN % WN == 0, "the block tile must be a whole number of warp tiles");
@@ -97,6 +109,8 @@ static_assert(LROWS * LCOLS == 32, "the lanes of a warp must cover one warp step
 static_assert(LROWS % 2 == 0 && LCOLS % 2 == 0, "the lane layout needs an even number of lane rows and columns");
 static_assert(TM % 4 == 0 && TN % 4 == 0, "TM and TN must be multiples of 4 (float4 fragment loads and C stores)");
 static_assert(BK % 8 == 0, "BK must be a multiple of 8 (A is copied in 8-column chunks)");
+static_assert(!SCALAR_MAPS || (THREADS % BK == 0 && (THREADS % BN == 0 || BN % THREADS == 0)),
+              "SCALAR_MAPS: THREADS must cover whole rows of BK floats, and THREADS and BN divide one another");
 static_assert((BM * BK) % (4 * THREADS) == 0, "the A tile must be a whole number of float4 per thread");
 static_assert((BN * BK) % (4 * THREADS) == 0, "the B tile must be a whole number of float4 per thread");
 static_assert(BM % A_ROWS_PER_PASS == 0, "BM must be a multiple of THREADS/2 (rows of A copied per pass)");
@@ -168,8 +182,28 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
     const int bStep1 = min(col0 + bCol + 1, N - 1) - bColC, bStep2 = min(col0 + bCol + 2, N - 1) - bColC,
               bStep3 = min(col0 + bCol + 3, N - 1) - bColC;
 
+    // 4-byte maps (SCALAR_MAPS, 4-byte instance). A: lane column aK = tid % BK of rows tid / BK + e *
+    // A_S_ROWS (clamped to M - 1). B: element e at tile row / column bRowS(e) / bColS(e), the column
+    // clamped to N - 1; with THREADS % BN == 0 a thread keeps one column, else it walks a row.
+    constexpr bool MAPS = !VEC && SCALAR_MAPS;
+    const int aK = tid % BK, aRow0 = row0 + tid / BK;
+    auto bRowS = [&](int e) { return THREADS % BN == 0 ? tid / BN + e * (THREADS / BN) : e / (BN / THREADS); };
+    auto bColS = [&](int e) { return THREADS % BN == 0 ? tid % BN : tid + (e % (BN / THREADS)) * THREADS; };
+    auto bSrcS = [&](int e) { return B + min(col0 + bColS(e), N - 1); };
+    auto aSrcS = [&](int e) { return A + (size_t)min(aRow0 + e * A_S_ROWS, M - 1) * K + aK; };
+
     float4 aReg[A_QUADS], bReg[B_QUADS];  // the next tile, in flight between global and shared
+    float aS[MAPS ? A_SCALARS : 1], bS[MAPS ? B_SCALARS : 1];  // ... (4-byte maps)
     auto loadFull = [&](int t) {  // K-tile t < kFull: every address is inside the matrix
+        if constexpr (MAPS) {
+#pragma unroll
+            for (int e = 0; e < A_SCALARS; ++e)
+                aS[e] = __ldg(aSrcS(e) + t * BK);
+#pragma unroll
+            for (int e = 0; e < B_SCALARS; ++e)
+                bS[e] = __ldg(bSrcS(e) + (size_t)(t * BK + bRowS(e)) * N);
+            return;
+        }
 #pragma unroll
         for (int i = 0; i < A_QUADS; ++i)
             aReg[i] = ld4<VEC>(aSrc[i % A_PASSES_PER_CHUNK] + t * BK + (i / A_PASSES_PER_CHUNK) * 8);
@@ -180,6 +214,18 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
         }
     };
     auto loadPartial = [&](int t) {  // the partial K-tile: zeros past K
+        if constexpr (MAPS) {
+            const int k = t * BK + aK;
+#pragma unroll
+            for (int e = 0; e < A_SCALARS; ++e)
+                aS[e] = k < K ? aSrcS(e)[t * BK] : 0.0f;
+#pragma unroll
+            for (int e = 0; e < B_SCALARS; ++e) {
+                const int kb = t * BK + bRowS(e);
+                bS[e] = kb < K ? bSrcS(e)[(size_t)kb * N] : 0.0f;
+            }
+            return;
+        }
 #pragma unroll
         for (int i = 0; i < A_QUADS; ++i) {
             const int k = t * BK + (i / A_PASSES_PER_CHUNK) * 8 + aCol;
@@ -196,6 +242,15 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
         }
     };
     auto storeShared = [&](int stage) {
+        if constexpr (MAPS) {
+#pragma unroll
+            for (int e = 0; e < A_SCALARS; ++e)  // transposed: As[k][m]
+                As[stage][aK * AS_LD + tid / BK + e * A_S_ROWS] = aS[e];
+#pragma unroll
+            for (int e = 0; e < B_SCALARS; ++e)
+                Bs[stage][bRowS(e) * BN + bColS(e)] = bS[e];
+            return;
+        }
 #pragma unroll
         for (int i = 0; i < A_QUADS; ++i) {
             const int row = aRow + (i % A_PASSES_PER_CHUNK) * A_ROWS_PER_PASS;
