@@ -4,9 +4,9 @@ A tensor map needs every row pitch to be a multiple of 16 bytes, which an N or K
 of 4 floats breaks. Such a call copies A (M x K) into rows of K4 floats and B (K x N) into rows of N4
 (K4, N4: K and N rounded up to multiples of 4) and runs the kernel on the shape itself: its tensor maps
 keep the extents K and N with the copies' pitches (the accelerator reads zeros past an extent, so the
-copies' row tails are never used), and it stores C in place, in 4-byte pieces where N is odd. The
-copies are stream-ordered kernels inside the launcher's call, so what the padding costs is in every
-timing of such a shape.
+copies' row tails are never used), and it stores C in place, in 4-byte pieces where N is not a
+multiple of 4. The copies are stream-ordered kernels inside the launcher's call, so what the padding
+costs is in every timing of such a shape.
 """
 
 from __future__ import annotations
