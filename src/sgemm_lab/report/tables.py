@@ -134,7 +134,7 @@ def suite_table(cfg: LabConfig, ok: pd.DataFrame, ceilings: dict | None = None) 
     if not cfg.suite:
         return []
     stages = [k.id for k in cfg.kernels if (k.backend == "cuda" or k.autotuned) and k.precision == "fp32"]
-    rows, ratios, missing = [], [], []
+    rows, ratios, missing, points = [], [], [], []
     for s in cfg.suite:
         label = shape_label(s.m, s.n, s.k)
         ref, best = _suite_point(ok, stages, s)
@@ -146,6 +146,7 @@ def suite_table(cfg: LabConfig, ok: pd.DataFrame, ceilings: dict | None = None) 
         ratio = ref.median_ms / best.median_ms
         low, high = ref.q1_ms / best.q3_ms, ref.q3_ms / best.q1_ms
         ratios.append((ratio, label))
+        points.append((s, ref, best))
         rows.append([label, f"{ref.tflops:.2f}", f"`{best.kernel}`", f"{best.tflops:.2f}", f"**{ratio:.3f}×**",
                      f"{low:.3f}–{high:.3f}"])
     out = ["## Against cuBLAS on the suite", "",
@@ -157,7 +158,7 @@ def suite_table(cfg: LabConfig, ok: pd.DataFrame, ceilings: dict | None = None) 
     if ratios:
         out += ["", _over_suite(ratios)
                 + (f" No verified stage or no cuBLAS timing at: {', '.join(missing)} (not in the mean)." if missing else "")]
-    out += memory_bound_lines(cfg, ok, stages, ceilings)
+    out += memory_bound_lines(points, ceilings)
     return out + [""]
 
 
@@ -166,21 +167,19 @@ def min_bytes(m: int, n: int, k: int) -> int:
     return 4 * (m * k + k * n + 2 * m * n)
 
 
-def memory_bound_lines(cfg: LabConfig, ok: pd.DataFrame, stages: list[str], ceilings: dict | None) -> list[str]:
-    """For each suite shape below the machine balance (flops per byte of :func:`min_bytes` under the FMA
-    probe's rate over the copy's), the best verified stage's and cuBLAS's bandwidth over those bytes, as
-    a share of the measured copy: how close a memory-bound shape comes to DRAM's roof."""
+def memory_bound_lines(points: list, ceilings: dict | None) -> list[str]:
+    """For each suite shape (``points``: (shape, cuBLAS's row, the best stage's row) as the suite table
+    found them) below the machine balance (flops per byte of :func:`min_bytes` under the FMA probe's
+    rate over the copy's), the best stage's and cuBLAS's bandwidth over those bytes, as a share of the
+    measured copy: how close a memory-bound shape comes to DRAM's roof."""
     if not ceilings or not ceilings.get("dram_gbps") or not ceilings.get("fp32_tflops"):
         return []
     copy = ceilings["dram_gbps"]
     balance = ceilings["fp32_tflops"] * 1e12 / (copy * 1e9)
     parts = []
-    for s in cfg.suite:
+    for s, ref, best in points:
         nbytes = min_bytes(s.m, s.n, s.k)
         if 2.0 * s.m * s.n * s.k / nbytes >= balance:
-            continue
-        ref, best = _suite_point(ok, stages, s)
-        if best is None:
             continue
         gbps = nbytes / (best.median_ms * 1e-3) / 1e9
         ref_gbps = nbytes / (ref.median_ms * 1e-3) / 1e9
