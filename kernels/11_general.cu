@@ -69,9 +69,9 @@
 #define TOP_LOADS 1
 #endif
 #ifndef SCALAR_MAPS
-// 1: the 4-byte instance copies with consecutive lanes on consecutive floats of a row (a warp's load
-// covers whole 128-byte lines, as the float4 maps do); 0: the float4 maps read 4 bytes at a time (a
-// warp's lanes 16 bytes apart). 1 needs more registers for its addresses: the 128 x 128 tile then
+// 1: the 4-byte instance copies with consecutive lanes on consecutive floats of a row (a warp's load of
+// B reads 128 consecutive bytes of a row, of A BK consecutive floats of each of 32 / BK rows); 0: the
+// float4 maps read 4 bytes at a time (a warp's lanes 16 bytes apart). 1 needs more registers for its addresses: the 128 x 128 tile then
 // spills, so the choice is per tile (measured in kernels/NOTES.md).
 #define SCALAR_MAPS 0
 #endif

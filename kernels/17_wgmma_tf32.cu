@@ -660,11 +660,12 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         }
 #endif
 
-        // Epilogue, through shared memory so that C is read and written in whole 16-byte pieces along rows.
+        // Epilogue, through shared memory so that C is read and written along its rows, coalesced.
         // d[4j + 2h + e] is (C^T)[r][m'] with r = 16w + g + 8h, m' = 8j + 2t + e: C row row0 + m', column
         // col0 + 64c + n(r), n() the fragment-row permutation above. Once both consumer warpgroups are past
         // the ring (every copy into it has landed: each was waited for), each stages its 64-column slice
-        // there, rows EP_LD floats apart, then streams it row by row: a warp covers two rows of 64 floats.
+        // there, rows EP_LD floats apart, then streams it row by row: in 16-byte pieces where C's rows start
+        // on 16-byte boundaries (a warp on two rows of 64 floats), else one float a lane (below).
         asm volatile("bar.sync 1, %0;\n" ::"n"(128 * CONSUMERS) : "memory");
         float* stage = reinterpret_cast<float*>(slots) + c * (BM * EP_LD);
 #pragma unroll
@@ -677,7 +678,7 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                     stage[(8 * j + 2 * t + e) * EP_LD + n] = d[4 * j + 2 * h + e];
         }
         asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
-        if ((N & 3) == 0) {  // C's rows on 16-byte boundaries: a piece is wholly inside N or wholly outside
+        if ((N & 3) == 0 && aligned16(C)) {  // rows on 16-byte boundaries: a piece is wholly inside N or outside
             // The loads of C for 8 pieces issued together before any of their stores (as below).
 #pragma unroll 1
             for (int it0 = 0; it0 < BM * 16 / 128; it0 += 8) {
@@ -704,8 +705,9 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                 }
             }
         } else {
-            // An odd N (A and B are the launcher's re-pitched copies, C is the caller's): rows of C off
-            // 16-byte boundaries, so one column a lane, a warp on 32 consecutive floats of a row, and the
+            // N not a multiple of 4 (B is then the launcher's re-pitched copy; C is always the caller's),
+            // or C's base off 16 bytes: rows of C off 16-byte boundaries, so one column a lane, a warp on
+            // 32 consecutive floats of a row (a warpgroup's 128 threads on two rows of 64), and the
             // loads of C for 8 rows issued together before any store (a store may alias a later load as
             // far as the compiler knows, so it would otherwise wait out each load's latency in turn).
             const int q = ti % 64, col = col0 + 64 * c + q;

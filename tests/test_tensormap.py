@@ -55,6 +55,13 @@ def test_rows16_stages_take_every_shape_reading_odd_rows_from_re_pitched_copies(
         tensormap.requests(spec, odd)  # packed odd rows: what the copies are for
     with pytest.raises(LabError, match="row pitches 64, 132 too small"):
         tensormap.requests(spec, odd, (64, 132))
+    # only the operand whose rows are off 16 bytes is copied; the other keeps its own (equal) pitch
+    assert padding.copies(odd) == (True, True)
+    for shape, copied in [(Shape(m=257, n=132, k=67), (True, False)), (Shape(m=257, n=131, k=68), (False, True))]:
+        assert padding.needs_padding(shape) and padding.copies(shape) == copied
+        lda, ldb = padding.pitches(shape)
+        assert (lda == shape.k) != copied[0] and (ldb == shape.n) != copied[1]
+        tensormap.requests(spec, shape, (lda, ldb))
 
 
 def test_padded_copies_cover_every_row_and_column_within_the_grid_limits():

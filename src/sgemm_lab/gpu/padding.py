@@ -1,8 +1,9 @@
 """Rows on 16-byte boundaries for the stages fed by the tensor memory accelerator (``shapes: rows16``).
 
 A tensor map needs every row pitch to be a multiple of 16 bytes, which an N or K that is not a multiple
-of 4 floats breaks. Such a call copies A (M x K) into rows of K4 floats and B (K x N) into rows of N4
-(K4, N4: K and N rounded up to multiples of 4) and runs the kernel on the shape itself: its tensor maps
+of 4 floats breaks. Such a call copies A (M x K) into rows of K4 floats where K is not a multiple of 4,
+and B (K x N) into rows of N4 where N is not (K4, N4: K and N rounded up to multiples of 4; an operand
+whose rows already fit is used as it is), and runs the kernel on the shape itself: its tensor maps
 keep the extents K and N with the copies' pitches (the accelerator reads zeros past an extent, so the
 copies' row tails are never used), and it stores C in place, in 4-byte pieces where N is not a
 multiple of 4. The copies are stream-ordered kernels inside the launcher's call, so what the padding
@@ -54,8 +55,13 @@ def needs_padding(shape: Shape) -> bool:
     return shape.n % 4 != 0 or shape.k % 4 != 0
 
 
+def copies(shape: Shape) -> tuple[bool, bool]:
+    """Whether A and whether B must be copied for ``shape``: A where K is off a multiple of 4, B where N is."""
+    return shape.k % 4 != 0, shape.n % 4 != 0
+
+
 class RowPadding:
-    """Re-pitched copies of A and B for one shape at a time (a timing loop repeats one shape)."""
+    """Re-pitched copies of A and/or B for one shape at a time (a timing loop repeats one shape)."""
 
     def __init__(self):
         from pycuda.compiler import SourceModule
@@ -70,9 +76,10 @@ class RowPadding:
             self.close()
             cuda = driver()
             lda, ldb = pitches(shape)
+            copy_a, copy_b = copies(shape)
             try:
-                a = cuda.mem_alloc(4 * shape.m * lda)
-                b = cuda.mem_alloc(4 * shape.k * ldb)
+                a = cuda.mem_alloc(4 * shape.m * lda) if copy_a else None
+                b = cuda.mem_alloc(4 * shape.k * ldb) if copy_b else None
             except cuda.MemoryError:
                 raise LabError(f"{shape}: no device memory for copies of A and B with rows of {lda} and {ldb} "
                                "floats") from None
@@ -89,11 +96,14 @@ class RowPadding:
         m, n, k = shape.m, shape.n, shape.k
         lda, ldb = pitches(shape)
         pa, pb = self._buffers(shape)
-        self._repitch(a, k, pa, lda, m, k, lda, stream)
-        self._repitch(b, n, pb, ldb, k, n, ldb, stream)
-        launch(shape, alpha, pa, pb, beta, c, stream, (lda, ldb))
+        if pa is not None:
+            self._repitch(a, k, pa, lda, m, k, lda, stream)
+        if pb is not None:
+            self._repitch(b, n, pb, ldb, k, n, ldb, stream)
+        launch(shape, alpha, a if pa is None else pa, b if pb is None else pb, beta, c, stream, (lda, ldb))
 
     def close(self) -> None:
         for buf in self._bufs:
-            buf.free()
+            if buf is not None:
+                buf.free()
         self._shape, self._bufs = None, ()
