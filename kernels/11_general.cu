@@ -1,7 +1,9 @@
 // Stage 11 - general shapes at tiled speed, and split-K for shapes that cannot fill the GPU.
-// The warp tiling of stage 08 (its fastest measured configuration by default: 128 x 128 x 16 block
-// tile, 128 threads in 4 warps of 64 x 64, 16 x 8 results per thread, two blocks per SM) for any
-// M, N, K >= 1 on packed row-major data.
+// The warp tiling of stage 08 (by default its fastest measured tile: 128 x 128, 128 threads in 4 warps
+// of 64 x 64, 16 x 8 results per thread, two blocks per SM) for any M, N, K >= 1 on packed row-major
+// data, with K-steps of 8 rather than stage 08's 16: this kernel holds more than stage 08 beside its
+// main loop, and at 16 the next K-step's 32 staging registers left ptxas (at 255) issuing their loads
+// late; at 8 it needs 16 (measured in kernels/NOTES.md).
 //
 // What it adds, and why it costs (almost) nothing on the shapes stage 08 already ran:
 // - Bounds only where they are needed. A block whose tile lies inside M and N, on a K-tile inside
@@ -33,7 +35,7 @@
 #define BN 128
 #endif
 #ifndef BK
-#define BK 16
+#define BK 8
 #endif
 #ifndef THREADS
 #define THREADS 128
