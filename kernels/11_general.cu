@@ -18,11 +18,12 @@
 //   once. The launch plan (geometry: SPLIT_SLOTS) then splits K into gridDim.z slices, one block
 //   each, as many as the resident blocks allow (132 of a 128 x 96 x 49152 product's 4 tiles of
 //   64 x 64). The partial tiles meet in a fixed binary tree over slice indices: at each node the
-//   second block to arrive adds the other's sum and climbs, so the critical path is log2(S) reads of
-//   a tile, not S, and the sum is the same whatever the order of arrival (no floating-point atomics).
-//   Workspace and counters are module globals sized by SPLIT_SLOTS; the second block at a node
-//   resets its counter, so the next launch starts from zero. Two launches of this module must
-//   therefore not run at the same time on different streams.
+//   first block to arrive stores its sum and the second adds it to its own and climbs, so the
+//   critical path is log2(S) reads of a tile, not S, and the sum is the same whatever the order of
+//   arrival (no floating-point atomics). Workspace, counters and flags are module globals sized by
+//   SPLIT_SLOTS; the second block at a node resets the node's counter and flag, so the next launch
+//   starts from zero. Two launches of this module must therefore not run at the same time on
+//   different streams.
 // - Grouped tile order (GROUP_M): consecutive blocks walk GROUP_M tile rows down before moving
 //   right, so the blocks resident at one time share rows of A and columns of B in L2.
 
@@ -122,10 +123,10 @@ static_assert(SPLIT_SLOTS >= 0 && GROUP_M >= 1, "SPLIT_SLOTS >= 0 (0: no split-K
 
 #if SPLIT_SLOTS > 0
 // Split-K scratch: one partial tile per block of a split launch, in the thread-private order
-// [block][quad][thread] (every store and load coalesced), and one arrival counter per node of a tile's
-// tree (S - 1 per tile, from tile * S).
+// [block][quad][thread] (every store and load coalesced), and per node of a tile's tree (S - 1 per tile,
+// from tile * S) an arrival counter and a flag that says the first block's sum has landed.
 __device__ float4 splitPartials[SPLIT_SLOTS * QUADS * THREADS];
-__device__ unsigned int splitArrivals[SPLIT_SLOTS];
+__device__ unsigned int splitArrivals[2 * SPLIT_SLOTS];  // counters, then flags (+ SPLIT_SLOTS)
 #endif
 
 // The whole block: main loop, partial K-tile, epilogue (and split-K reduction). VEC: A and B are
@@ -398,13 +399,15 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
 #if SPLIT_SLOTS > 0
     if (gridDim.z > 1) {
         // The S slices of this tile meet in a fixed binary tree over slice indices. A block holds the
-        // sum of the span [lo, lo + 2^l); where the sibling span exists it stores that sum at slot lo
-        // and counts itself in at their node, whose midpoint m = parent + 2^l is unique to the node
-        // (so counter m - 1 of the tile's S - 1). The first of the two to arrive stops; the second adds
-        // the other's sum and climbs. Whatever the order of arrival, every node adds the same two sums
-        // (a + b == b + a exactly), so C never depends on timing, and no block waits for another.
+        // sum of the span [lo, lo + 2^l); where the sibling span exists it counts itself in at their
+        // node, whose midpoint m = parent + 2^l is unique to the node (so counter and flag m - 1 of the
+        // tile's S - 1). The first of the two to arrive stores its sum at slot lo, raises the node's flag
+        // and stops; the second waits for the flag (the first is running: it has counted in, and
+        // nothing stops it from storing), adds the other's sum and climbs, without storing its own.
+        // Whatever the order of arrival, every node adds the same two sums (a + b == b + a exactly), so
+        // C never depends on timing.
         const int S = gridDim.z, z = blockIdx.z;
-        float4* slots = splitPartials + (size_t)tile * S * QUADS * THREADS + tid;  // slot s: + s * QUADS * THREADS
+        auto slot = [&](int s) { return splitPartials + ((size_t)tile * S + s) * QUADS * THREADS + tid; };
         unsigned int* counters = splitArrivals + tile * S;
         __shared__ bool second;  // this block is the second of the two to reach the node
         int lo = z;
@@ -414,12 +417,7 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
                 lo = parent;
                 continue;
             }
-            float4* mine = slots + (size_t)lo * QUADS * THREADS;
-#pragma unroll
-            for (int q = 0; q < QUADS; ++q)
-                __stcg(mine + q * THREADS, quad(q));
-            __threadfence();  // the sum is visible GPU-wide before this block counts itself in
-            __syncthreads();
+            __syncthreads();  // every thread has read `second` of the level below
             if (tid == 0) {
                 unsigned int* count = &counters[parent + span - 1];
                 second = atomicAdd(count, 1u) == 1u;
@@ -427,10 +425,26 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
                     *count = 0;  // both have counted: ready for the next launch
             }
             __syncthreads();
-            if (!second)
+            if (!second) {
+                float4* mine = slot(lo);
+#pragma unroll
+                for (int q = 0; q < QUADS; ++q)
+                    __stcg(mine + q * THREADS, quad(q));
+                __threadfence();  // the sum is visible GPU-wide before the flag
+                __syncthreads();
+                if (tid == 0)
+                    atomicExch(&counters[SPLIT_SLOTS + parent + span - 1], 1u);
                 return;
-            __threadfence();  // order the reads of the sibling's sum after the count
-            const float4* other = slots + (size_t)sib * QUADS * THREADS;
+            }
+            if (tid == 0) {
+                unsigned int* ready = &counters[SPLIT_SLOTS + parent + span - 1];
+                while (atomicAdd(ready, 0u) == 0u) {
+                }
+                *ready = 0;  // seen: ready for the next launch
+            }
+            __syncthreads();
+            __threadfence();  // order the reads of the sibling's sum after the flag
+            const float4* other = slot(sib);
             // 8 quads in flight at a time: all of them at once would need a second accumulator set.
 #pragma unroll
             for (int q0 = 0; q0 < QUADS; q0 += 8) {
