@@ -189,13 +189,14 @@ def test_plan_names_describe_the_split_and_the_waves():
     from sgemm_lab.config.load import from_dict
 
     spec = from_dict(read(cfgmod.ROOT / "config" / "config.yaml")).kernel("11_general")
-    p = spec.params  # 128 x 128 tiles, BK 16, SPLIT_SLOTS 264
+    p = spec.params  # 128 x 128 tiles, BK 8, SPLIT_SLOTS 264
+    assert (p["BM"], p["BN"], p["BK"], p["SPLIT_SLOTS"]) == (128, 128, 8, 264)
     got = plan_names(spec, Shape(m=128, n=96, k=49152), step=7)
-    # one tile; 3072 K-steps cut into at most 264 slices of equal depth: 12 K-steps, 256 slices
+    # one tile; 6144 K-steps cut into at most 264 slices of equal depth: 24 K-steps, 256 slices
     assert (got["TILES"], got["SPLIT"], got["KSTEPS"], got["SLOTS"], got["WAVES"], got["STEP"]) == \
-        (1, 256, 12, p["SPLIT_SLOTS"], 1, 7)
+        (1, 256, 24, p["SPLIT_SLOTS"], 1, 7)
     big = plan_names(spec, Shape(m=4096, n=4096, k=4096), step=1)
-    assert (big["TILES"], big["SPLIT"], big["KSTEPS"], big["WAVES"]) == (1024, 1, 256, 4)  # 1024 / 264 -> 4
+    assert (big["TILES"], big["SPLIT"], big["KSTEPS"], big["WAVES"]) == (1024, 1, 512, 4)  # 1024 / 264 -> 4
     assert got["M"] == 128 and got["BM"] == 128 and got["THREADS"] == p["THREADS"]
 
 
