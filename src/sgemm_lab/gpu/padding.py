@@ -51,13 +51,13 @@ def repitch_grid(rows: int, cols: int) -> tuple[int, int]:
     return gx, max(1, min(rows, MAX_GRID_Y, BLOCKS // gx))
 
 
-def needs_padding(shape: Shape) -> bool:
-    return shape.n % 4 != 0 or shape.k % 4 != 0
-
-
 def copies(shape: Shape) -> tuple[bool, bool]:
     """Whether A and whether B must be copied for ``shape``: A where K is off a multiple of 4, B where N is."""
     return shape.k % 4 != 0, shape.n % 4 != 0
+
+
+def needs_padding(shape: Shape) -> bool:
+    return any(copies(shape))
 
 
 class RowPadding:
@@ -81,8 +81,9 @@ class RowPadding:
                 a = cuda.mem_alloc(4 * shape.m * lda) if copy_a else None
                 b = cuda.mem_alloc(4 * shape.k * ldb) if copy_b else None
             except cuda.MemoryError:
-                raise LabError(f"{shape}: no device memory for copies of A and B with rows of {lda} and {ldb} "
-                               "floats") from None
+                what = " and ".join(f"{op} with rows of {ld} floats" for op, ld, copied in
+                                    (("A", lda, copy_a), ("B", ldb, copy_b)) if copied)
+                raise LabError(f"{shape}: no device memory for a re-pitched copy of {what}") from None
             self._shape, self._bufs = shape, (a, b)
         return self._bufs
 
