@@ -73,14 +73,43 @@ def test_another_process_on_the_gpu_disturbs_every_try(monkeypatch):
 
 def test_a_short_burst_of_other_work_is_waited_out(monkeypatch):
     gpu = FakeGpu("GPU-aaaa", compute=[(ME, 300 * MiB), (P2, 100 * MiB)])
+    monkeypatch.setattr(foreign, "LOOKBACK_S", 0.0)  # (its samples in the first try only)
+    monkeypatch.setattr(foreign, "RETRY_PAUSE_S", 0.01)
 
     def measure():
-        gpu.compute[:] = [(ME, 300 * MiB)]  # the other process ends during the first try
+        if len(gpu.compute) > 1:  # the other process ends during the first try
+            gpu.samples.append((P2, _now_us(), 60))
+            gpu.compute[:] = [(ME, 300 * MiB)]
         return "t"
 
     result, text, disturbed = foreign.undisturbed(measure, _watch(monkeypatch, FakeNvml([gpu])))
     assert not disturbed
-    assert text == f"none; clean on try 2 of 3, after: pid {P2} (compute; 100 MiB; before)"
+    assert text == f"none; clean on try 2 of 3, after: pid {P2} (compute; 100 MiB; before; SM 60%)"
+
+
+def test_an_idle_context_beside_the_point_is_seen_but_no_disturbance(monkeypatch):
+    """A process that holds a context but ran nothing on the SMs from LOOKBACK_S before the point to its
+    end shares the GPU's memory, not its time: written down, not a disturbance; once it runs kernels, it
+    disturbs."""
+    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 300 * MiB), (P2, 518 * MiB)], samples=[(ME, _now_us() + 10**6, 99)])
+    fake = FakeNvml([gpu], names={P2: "python3"})
+    tries = []
+    _, text, disturbed = foreign.undisturbed(lambda: tries.append(1), _watch(monkeypatch, fake))
+    assert not disturbed and len(tries) == 1
+    assert text == f"none busy; seen idle: pid {P2} python3 (compute; 518 MiB; before, after; no SM activity)"
+    gpu.samples.append((P2, _now_us() - int(foreign.LOOKBACK_S * 1e6 / 2), 12))  # busy just before the point
+    _, text, disturbed = foreign.undisturbed(lambda: 0, _watch(monkeypatch, fake), retries=0)
+    assert disturbed and text.endswith(f"pid {P2} python3 (compute; 518 MiB; before, after; SM 12%)")
+    gpu.samples[-1] = (P2, _now_us() - int(foreign.LOOKBACK_S * 1e6 * 2), 12)  # long before: not its business
+    assert not foreign.undisturbed(lambda: 0, _watch(monkeypatch, fake), retries=0)[2]
+
+
+def test_without_per_process_samples_a_listed_process_still_disturbs(monkeypatch):
+    """Idle can only be told from the driver's samples: without them a listed process counts."""
+    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 1), (P2, 518 * MiB)])
+    _, text, disturbed = foreign.undisturbed(lambda: 0, _watch(monkeypatch, FakeNvml([gpu], utilization=False)),
+                                             retries=0)
+    assert disturbed and f"pid {P2} (compute; 518 MiB; before, after)" in text
 
 
 def test_work_that_came_and_went_within_the_point_is_seen_in_the_samples(monkeypatch):
@@ -122,6 +151,7 @@ def test_the_pipelines_own_processes_are_not_foreign_but_an_orphan_is(monkeypatc
         gpu = FakeGpu("GPU-aaaa", compute=[(ME, 1), (os.getppid(), 1), (child.pid, 1)])
         assert foreign.undisturbed(lambda: 0, _watch(monkeypatch, FakeNvml([gpu])))[1:] == ("none", False)
         gpu.compute.append((orphan, 1))
+        gpu.samples.append((orphan, _now_us() + 10**6, 30))
         _, text, disturbed = foreign.undisturbed(lambda: 0, _watch(monkeypatch, FakeNvml([gpu])), retries=0)
         assert disturbed and f"pid {orphan} python" in text  # its name from /proc: the PIDs are ours
     finally:
@@ -133,16 +163,17 @@ def test_the_pipelines_own_processes_are_not_foreign_but_an_orphan_is(monkeypatc
 def test_in_another_pid_namespace_this_process_is_the_one_that_appeared_with_its_cuda(monkeypatch):
     """NVML lists host PIDs in a container: this process is not found by its own PID, but as the entry
     that was not there before it started CUDA; another entry is foreign."""
-    gpu = FakeGpu("GPU-aaaa", compute=[(90001, 5)])  # someone else's, there all along
+    gpu = FakeGpu("GPU-aaaa", compute=[(90001, 5)], samples=[(90001, _now_us() + 10**6, 40)])  # someone else's
     fake = FakeNvml([gpu])
     install(monkeypatch, fake)
     foreign.note_before_cuda()
     gpu.compute.append((90077, 300 * MiB))  # this process, after its CUDA started
     watch = foreign.Watch.on("0000:01:00.0")
     _, text, disturbed = foreign.undisturbed(lambda: 0, watch, retries=0)
-    assert disturbed and "pid 90001 (compute; 0 MiB; before, after)" in text and "pid 90077 (" not in text
+    assert disturbed and "pid 90001 (compute; 0 MiB; before, after; SM 40%)" in text and "pid 90077 (" not in text
     assert "(this process is pid 90077 to NVML)" in text
     gpu.compute.remove((90001, 5))
+    gpu.samples.clear()
     assert foreign.undisturbed(lambda: 0, watch)[1:] == ("none (this process is pid 90077 to NVML)", False)
 
 
@@ -152,6 +183,7 @@ def test_in_another_pid_namespace_without_a_first_look_more_than_one_entry_is_di
     _, text, disturbed = foreign.undisturbed(lambda: 0, watch)
     assert not disturbed and text == "none (this process taken as the one listed, pid 90077 to NVML)"
     gpu.compute.append((90001, 5))
+    gpu.samples.append((90077, _now_us() + 10**6, 90))  # this one's own kernels, which it cannot tell apart
     _, text, disturbed = foreign.undisturbed(lambda: 0, watch, retries=0)
     assert disturbed and "cannot be told apart" in text and "pid 90001" in text
 
@@ -188,10 +220,10 @@ def test_an_older_driver_s_lists_and_a_growing_list_are_read(monkeypatch):
 
 
 def test_a_version_the_driver_refuses_is_passed_over(monkeypatch):
-    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 1), (P1, 3 * MiB)])
+    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 1), (P1, 3 * MiB)], samples=[(P1, _now_us() + 10**6, 5)])
     fake = FakeNvml([gpu], refused=("_v3",))
     _, text, disturbed = foreign.undisturbed(lambda: 0, _watch(monkeypatch, fake), retries=0)
-    assert disturbed and f"pid {P1} (compute; 3 MiB; before, after)" in text
+    assert disturbed and f"pid {P1} (compute; 3 MiB; before, after; SM 5%)" in text
     assert "compute_v3" in fake.calls and "compute_v2" in fake.calls and "compute" not in fake.calls
 
 
@@ -204,10 +236,10 @@ def test_samples_are_read_whichever_way_the_driver_sizes_them(monkeypatch, null_
 
 
 def test_graphics_and_mps_processes_count_too(monkeypatch):
-    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 1)], graphics=[(P2, 64 * MiB)])
+    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 1)], graphics=[(P2, 64 * MiB)], samples=[(P2, _now_us() + 10**6, 7)])
     fake = FakeNvml([gpu], names={P2: "Xorg"})
     _, text, disturbed = foreign.undisturbed(lambda: 0, _watch(monkeypatch, fake), retries=0)
-    assert disturbed and f"pid {P2} Xorg (graphics; 64 MiB; before, after)" in text
+    assert disturbed and f"pid {P2} Xorg (graphics; 64 MiB; before, after; SM 7%)" in text
 
 
 def test_the_gpu_list_still_comes_from_nvml():
@@ -306,11 +338,12 @@ def test_gpu_bench_times_again_and_records_what_it_saw(lab, monkeypatch):
     def intruder():
         if (P2, MiB) not in gpu.compute:
             gpu.compute.append((P2, MiB))
+            gpu.samples.append((P2, _now_us() + 10**6, 20))
 
     runner, calls = _gpu_runner(lab, monkeypatch, [intruder] * 3)
     row = runner.bench(Shape(m=64, n=64, k=64), 1, timing)
     assert len(calls) == 3 and row["disturbed"] and row["verified"] and row["median_ms"] == 3.0
-    assert f"pid {P2} (compute; 1 MiB; before, after)" in row["disturbance"]  # the last try: there throughout
+    assert f"pid {P2} (compute; 1 MiB; before, after; SM 20%)" in row["disturbance"]  # the last try: there throughout
 # ------------------------------------------------------------------------------ the point and step
 def _point_rows(monkeypatch, raw: dict, bench_row: dict) -> list[dict]:
     """What point_worker's bench branch makes of a runner's row."""
@@ -383,3 +416,26 @@ def test_the_log_line_says_what_was_seen_only_when_it_matters():
     assert "DISTURBED" in foreign.log_note(dict(status="disturbed", disturbance="pid 9"))
     assert foreign.log_note(dict(status="ok", disturbance="none; clean on try 2 of 3, after: pid 9")) == \
         " [none; clean on try 2 of 3, after: pid 9]"
+
+
+def test_a_job_of_the_same_run_is_named_as_such(tmp_path):
+    """``run_pids``: every descendant of the outermost Snakemake process above a point is of its run; a
+    process outside that tree is not."""
+    fake_smk = tmp_path / "snakemake"  # a command named like Snakemake's, which starts two "jobs"
+    fake_smk.write_text("import subprocess, sys, time\n"
+                        "jobs = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']) for _ in range(2)]\n"
+                        f"open({str(tmp_path / 'pids')!r}, 'w').write(' '.join(str(j.pid) for j in jobs))\n"
+                        "time.sleep(60)\n")
+    root = subprocess.Popen([sys.executable, str(fake_smk)])
+    try:
+        while not (tmp_path / "pids").exists() or not (tmp_path / "pids").read_text():
+            time.sleep(0.01)
+        a, b = map(int, (tmp_path / "pids").read_text().split())
+        run = processes.run_pids(a)
+        assert {root.pid, a, b} <= run and ME not in run
+        assert processes.run_pids(ME) == set() or root.pid not in processes.run_pids(ME)
+    finally:
+        for pid in processes.run_pids(root.pid) - {root.pid}:
+            os.kill(pid, 9)
+        root.kill()
+        root.wait()

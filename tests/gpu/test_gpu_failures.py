@@ -62,14 +62,23 @@ BROKEN = _naive("sgemm_broken", faults=r"""
 WATCHDOG_S = 3
 
 
-def _device() -> dict:
-    """The GPU's record (sgemm_lab.gpu.device.DeviceInfo as a dict), queried by a child process."""
-    code = ("import dataclasses, json; from sgemm_lab.gpu.device import device_info; "
-            "print(json.dumps(dataclasses.asdict(device_info())))")
+def _gpu_query(expression: str) -> str:
+    """``expression`` printed by a child process that starts CUDA under the GPU lock (shared), as every
+    process of the pipeline does: a context never waits for the GPU beside another step's timing."""
+    code = ("import dataclasses, json\n"
+            "from sgemm_lab.measure.gpulock import gpu_lock\n"
+            "with gpu_lock(exclusive=False):\n"
+            "    from sgemm_lab.gpu.device import device_info, driver\n"
+            f"    print({expression})\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(Path(records.ROOT) / "src"),
                                                                     os.environ.get("PYTHONPATH")) if p))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return out.stdout.strip().splitlines()[-1]
+
+
+def _device() -> dict:
+    """The GPU's record (sgemm_lab.gpu.device.DeviceInfo as a dict), queried by a child process."""
+    return json.loads(_gpu_query("json.dumps(dataclasses.asdict(device_info()))"))
 
 
 def _in_child(fn, *args, **kwargs):
@@ -195,8 +204,7 @@ def test_problem_too_large_for_device_memory_is_skipped(broken, record_property)
     # timed point: more than an 80 GB GPU holds, less than a 141 GB one. Free memory is asked in a child
     # process: CUDA started in this one would break the forked build workers of the tests after it.
     side = 46000
-    free = int(subprocess.run([sys.executable, "-c", "import pycuda.autoinit, pycuda.driver as d; "
-                               "print(d.mem_get_info()[0])"], capture_output=True, text=True, check=True).stdout)
+    free = int(_gpu_query("driver().mem_get_info()[0]"))
     if footprint.device_bench_bytes(Shape(m=side, n=side, k=side)) <= footprint.USABLE * free:
         pytest.skip(f"no shape the config accepts needs more than this GPU's {free / 2**30:.0f} GiB free")
     raw3 = dict(raw, bench=dict(raw["bench"], square=[], shapes=[[side, side, side]]))

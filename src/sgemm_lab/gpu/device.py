@@ -47,8 +47,15 @@ def init_driver():
     return cuda
 
 
+def context_started() -> bool:
+    """Whether this process holds a CUDA context (``driver`` made one): it lives until the process ends,
+    so the GPU lock that let it start is kept that long too (``measure.gpulock``)."""
+    return _cuda is not None
+
+
 def driver():
-    """pycuda.driver with the primary context of the first visible device current, or NoGPUError."""
+    """pycuda.driver with the primary context of the first visible device current, or NoGPUError. The
+    context stays until the process ends: take the GPU lock first (``measure.gpulock.gpu_lock``)."""
     global _cuda
     if _cuda is not None:
         return _cuda

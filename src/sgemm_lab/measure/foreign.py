@@ -23,11 +23,18 @@ lists the GPU processes before that); failing that a lone entry is taken as its 
 mean others are there. What was seen is written down as seen (``describe``): PIDs, the kind of list,
 memory, whether before or after, SM percentage, and the process's name where NVML or /proc gives one.
 
-Verdict per point: any foreign process in a list, or any foreign SM utilisation above zero in the
-samples, disturbs it. A point is timed again up to ``RETRIES`` times, ``RETRY_PAUSE_S`` apart; the
-first undisturbed attempt is the result. Where the question cannot be asked (no NVML, no handle for
-the GPU, the driver lists no process at all, not even this one) the point is timed once as before and
-its description says ``unchecked: ...``, never ``none``.
+Verdict per point: a foreign process that used the SMs disturbs it (any SM utilisation above zero in
+the driver's samples from ``LOOKBACK_S`` before the point to its end: the driver samples a process a
+few times a second, so a point of milliseconds alone could fall between two samples of a busy one).
+A foreign process that holds a context and ran nothing on the SMs in that window is *idle*: it shares
+the GPU's memory, not its time, and is written down as seen (``seen idle``), not as a disturbance. A
+process of this same pipeline run (a descendant of the Snakemake process this one descends from) is
+named as such: under the run's own lock none of them should be on the GPU at all. Where the driver
+gives no per-process samples, a listed foreign process cannot be told idle and disturbs the point, as
+before. A point is timed again up to ``RETRIES`` times, ``RETRY_PAUSE_S`` apart; the first
+undisturbed attempt is the result. Where the question cannot be asked (no NVML, no handle for the GPU,
+the driver lists no process at all, not even this one) the point is timed once as before and its
+description says ``unchecked: ...``, never ``none``.
 """
 
 from __future__ import annotations
@@ -38,11 +45,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
-from .processes import NVML_SUCCESS, PROCESS_LISTS, _listed, _name, _samples, own_pids
+from .processes import NVML_SUCCESS, PROCESS_LISTS, _listed, _name, _samples, own_pids, run_pids
 
 DISTURBED = "disturbed"  # the status of a point that other work shared the GPU with, on every try
 RETRIES = 2              # tries after the first, for a disturbed point
 RETRY_PAUSE_S = 1.0      # between tries: a short burst of other work may be over by then
+LOOKBACK_S = 2.0         # SM samples read from this long before a point: a busy process has one there
 
 
 # This process as NVML lists it when NVML's PIDs are another namespace's, and the GPU processes that
@@ -100,6 +108,13 @@ class Other:
     used_bytes: int | None = None
     when: list[str] = field(default_factory=list)  # before, after
     sm_pct: int | None = None                      # the highest SM utilisation sampled
+    sampled: bool = True                           # the driver gave per-process samples
+    this_run: bool = False                         # a process of this same pipeline run
+
+    @property
+    def busy(self) -> bool:
+        """It used the SMs in the window (or, without samples, it cannot be told idle)."""
+        return not self.sampled or bool(self.sm_pct)
 
     def describe(self) -> str:
         parts = ["/".join(sorted(self.kinds))] if self.kinds else []
@@ -108,6 +123,10 @@ class Other:
         parts.append(", ".join(self.when) if self.when else "not listed before or after")
         if self.sm_pct is not None:
             parts.append(f"SM {self.sm_pct}%")
+        elif self.sampled:
+            parts.append("no SM activity")
+        if self.this_run:
+            parts.append("a job of this run")
         return f"pid {self.pid}{' ' + self.name if self.name else ''} ({'; '.join(parts)})"
 
 
@@ -120,13 +139,24 @@ class Seen:
     note: str = ""
 
     @property
+    def busy(self) -> tuple[Other, ...]:
+        return tuple(o for o in self.others if o.busy)
+
+    @property
     def disturbed(self) -> bool:
-        return self.checked and bool(self.others)
+        return self.checked and bool(self.busy)
 
     def describe(self) -> str:
+        """What was seen: ``none`` (nothing else, or only idle processes: ``none busy; seen idle: ...``),
+        else the busy processes; ``unchecked: ...`` where the driver could not be asked."""
         if not self.checked:
             return f"unchecked: {self.note}"
-        text = "; ".join(o.describe() for o in self.others) if self.others else "none"
+        idle = [o for o in self.others if not o.busy]
+        if self.busy:
+            text = "; ".join(o.describe() for o in self.busy)
+            text += f"; seen idle: {'; '.join(o.describe() for o in idle)}" if idle else ""
+        else:
+            text = f"none busy; seen idle: {'; '.join(o.describe() for o in idle)}" if idle else "none"
         return f"{text} ({self.note})" if self.note else text
 
 
@@ -172,7 +202,7 @@ class Watch:
         after = self._look()
         if self.before is None or after is None:
             return Seen(False, note="NVML cannot list the processes on this GPU")
-        samples = _samples(self.lib, self.handle, self.since_us)
+        samples = _samples(self.lib, self.handle, self.since_us - int(LOOKBACK_S * 1e6))
         listed = {pid for _, pid, _ in self.before + after}
         if not listed:
             return Seen(False, note="NVML lists no process on this GPU, not even this one")
@@ -193,8 +223,11 @@ class Watch:
                 continue
             o = others.setdefault(pid, Other(pid))
             o.sm_pct = max(sm, o.sm_pct or 0)
+        run = run_pids() if same and others else set()
         for o in others.values():
             o.name = _name(self.lib, o.pid, same)
+            o.sampled = samples is not None
+            o.this_run = o.pid in run
         if samples is None:
             note = "; ".join(filter(None, [note, "process lists only: no per-process utilisation"]))
         return Seen(True, tuple(sorted(others.values(), key=lambda o: o.pid)), note)

@@ -36,6 +36,13 @@ to that GPU before CUDA starts in it (CUDA_VISIBLE_DEVICES = its UUID; ``PIN_ENV
 UUID for the result rows and for the point processes, which take the pin from the step that holds the
 lock, see ``isolate``). A process that is pinned, or has started CUDA, only ever locks its own GPU.
 
+A CUDA context lives as long as its process (PyCUDA's primary context, cuBLAS's handles): a process
+that started CUDA under a lock keeps that lock until it ends (``gpu_lock.__exit__`` hands it to
+``_KEPT``; the kernel drops it with the process), and asks for no lock it does not hold yet: waiting for
+the GPU with a context of its own would put an idle context beside another step's timing (a build's,
+which used to take the lock again for each stage). So no step of the pipeline is ever on the GPU
+outside its lock, and a timed point sees none of them.
+
 The lock keeps the pipeline's own steps apart; work that does not take it (another program on the
 GPU) is what ``foreign`` looks for around every timed point. ``SGEMM_LAB_LOCK_LOG`` names a file that
 gets one JSON line per lock held (process, working directory, mode, lock file, wall-clock times asked,
@@ -178,6 +185,22 @@ def _cuda_started() -> bool:
     return gpu is not None and gpu.driver_initialised()
 
 
+def _context_started() -> bool:
+    """Whether this process holds a CUDA context (which lives until it ends)."""
+    gpu = sys.modules.get("sgemm_lab.gpu.device")
+    return gpu is not None and gpu.context_started()
+
+
+# Locks this process keeps until it ends, because it started a CUDA context under them: (pid, lock).
+# (A forked child inherits the list, not the locks' meaning: each entry counts for its own pid only.)
+_KEPT: list[tuple[int, "gpu_lock"]] = []
+
+
+def kept_lock() -> "gpu_lock | None":
+    """The lock this process keeps for its CUDA context (None: it keeps none)."""
+    return next((lk for pid, lk in _KEPT if pid == os.getpid()), None)
+
+
 def pin(gpu: Gpu) -> None:
     """Pin this process (and the processes it starts) to ``gpu``; before CUDA starts in it."""
     if pinned() == gpu:
@@ -217,6 +240,18 @@ class gpu_lock:
     def __enter__(self):
         import fcntl
 
+        self._reused = False
+        kept = kept_lock()
+        if kept is not None:  # held since this process started CUDA: no wait, nothing to take
+            if self.exclusive and not kept.exclusive:
+                raise LabError("this process holds a CUDA context under a shared GPU lock and asks for the "
+                               "exclusive one: it would wait for the GPU with its context on it; time in a "
+                               "process of its own (measure.isolate)")
+            self.device, self.fh, self._reused = kept.device, kept.fh, True
+            return self
+        if _context_started() and self.pin_self:
+            raise LabError("CUDA started in this process before it took the GPU lock: it would wait for the "
+                           "GPU with its context on it, beside another step's timing; take the lock first")
         mode = fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH
         t0 = time.perf_counter()
         self._asked = time.time()
@@ -256,6 +291,15 @@ class gpu_lock:
     def __exit__(self, *exc):
         import fcntl
 
+        if self._reused:
+            return False
+        if self.pin_self and _context_started():  # the context outlives this block: so does the lock
+            if not _KEPT or all(pid != os.getpid() for pid, _ in _KEPT):
+                import atexit
+
+                atexit.register(_log_kept)
+            _KEPT.append((os.getpid(), self))
+            return False
         released = time.time()  # (taken while still held: logged intervals of one lock never overlap)
         fcntl.flock(self.fh, fcntl.LOCK_UN)
         self.fh.close()
@@ -282,6 +326,14 @@ class gpu_lock:
                 os.close(fd)
         except OSError as exc:
             log.warning("GPU lock log %s: %s", target, exc)
+
+
+def _log_kept() -> None:
+    """At the end of a process that kept its lock for its CUDA context: its lock-log line (the kernel
+    drops the lock itself once the process is gone, its context with it)."""
+    for pid, lk in _KEPT:
+        if pid == os.getpid():
+            lk._log(time.time())
 
 
 def child_gates(exclusive: bool = True) -> list["gpu_lock"]:

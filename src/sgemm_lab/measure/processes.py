@@ -1,7 +1,7 @@
 """What NVML says about the processes on a GPU (ctypes, no CUDA): the process lists in the newest form
 the driver has, the driver's utilisation samples, a process's name; and which processes are this
-pipeline's own (``own_pids``: this process, its ancestors and its descendants). ``foreign`` watches a
-timed point with them.
+pipeline's own (``own_pids``: this process, its ancestors and its descendants) and which belong to the
+same pipeline run (``run_pids``). ``foreign`` watches a timed point with them.
 """
 
 from __future__ import annotations
@@ -125,6 +125,42 @@ def _parents() -> dict[int, int]:
         fields = stat[stat.rfind(")") + 2:].split()  # after "pid (name) ": state, ppid, ...
         if len(fields) > 1:
             out[int(entry.name)] = int(fields[1])
+    return out
+
+
+def _is_snakemake(pid: int) -> bool:
+    """Whether ``pid`` runs Snakemake (its command line names it)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            argv = fh.read().split(b"\0")
+    except OSError:
+        return False
+    return any(b"snakemake" in os.path.basename(a) or a == b"snakemake" for a in argv[:3])
+
+
+def run_pids(pid: int | None = None) -> set[int]:
+    """The processes of the pipeline run ``pid`` (default: this process) belongs to: every descendant of
+    its outermost Snakemake ancestor (the run's own command; a job's Snakemake below it is one of them).
+    Empty outside a Snakemake run."""
+    pid = os.getpid() if pid is None else pid
+    parents = _parents()
+    root, up, seen = None, pid, set()
+    while up and up not in seen:
+        seen.add(up)
+        if _is_snakemake(up):
+            root = up
+        up = parents.get(up)
+    if root is None:
+        return set()
+    children: dict[int, list[int]] = {}
+    for child, parent in parents.items():
+        children.setdefault(parent, []).append(child)
+    out, todo = {root}, [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
     return out
 
 
