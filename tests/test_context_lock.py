@@ -25,8 +25,9 @@ from sgemm_lab.measure import foreign, gpulock
 
 
 class RegistryNvml(FakeNvml):
-    """A simulated driver whose compute processes are the contexts in a registry folder (a file per pid,
-    made when the process's context starts, removed when the process ends)."""
+    """A simulated driver whose compute processes are those that hold a context: a file of the registry
+    folder open, as a real process holds the driver's device files (a process that ends closes them
+    with its other files, in the order of their numbers)."""
 
     def __init__(self, registry: Path):
         super().__init__([FakeGpu("GPU-aaaa")])
@@ -37,20 +38,39 @@ class RegistryNvml(FakeNvml):
 
         def lister(handle, count, buf):
             if kind == "Compute":
-                gpu = self._gpu(handle)
-                gpu.compute = [(int(p.name), 518 * 2**20) for p in self.registry.iterdir() if _alive(int(p.name))]
+                self._gpu(handle).compute = [(pid, 518 * 2**20) for pid in _holders(self.registry)]
             return inner(handle, count, buf)
 
         return lister
 
 
-def _alive(pid: int) -> bool:
-    """Running (an ended process not yet reaped by its parent holds no context either)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2:].split()[0] != "Z"
+def _holders(registry: Path) -> list[int]:
+    """The processes with a file of ``registry`` open."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fds = list((entry / "fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(fd)
+            except OSError:  # closed meanwhile (the listing's own descriptor, say)
+                continue
+            if link.startswith(str(registry) + "/"):
+                out.append(int(entry.name))
+                break
+    return out
+
+
+def _start_context(registry: Path) -> None:
+    """This process's context: a file of the registry held open until the process ends."""
+    _OPEN.append(os.open(registry / str(os.getpid()), os.O_CREAT | os.O_RDWR))
+
+
+_OPEN: list[int] = []
 
 
 def _fake_gpu_parts(monkeypatch, registry: Path) -> None:
@@ -61,7 +81,7 @@ def _fake_gpu_parts(monkeypatch, registry: Path) -> None:
 
     def driver():
         if device._cuda is None:
-            (registry / str(os.getpid())).touch()
+            _start_context(registry)
             device._cuda = object()
         return device._cuda
 
@@ -104,14 +124,14 @@ def _builder(raw: dict, stages: list[str], tmp: Path, compile_s: float) -> None:
     for impl in stages:
         build_step.build(cfg, impl, env_json=tmp / "environment.json", binary_out=tmp / f"{impl}.bin",
                          record_out=tmp / f"{impl}.json")
-    os._exit(0)  # (its context file stays: the registry lists only live processes)
+    os._exit(0)
 
 
 def _timer(registry: Path, rounds: int, out) -> None:
     """A timing step: under the exclusive lock, who else holds a context on the GPU (any process the
     simulated driver lists, idle or not), ``rounds`` times."""
     install_nvml(registry)
-    (registry / str(os.getpid())).touch()  # its own context, as a timing point's
+    _start_context(registry)  # its own context, as a timing point's
     seen = []
     for _ in range(rounds):
         with gpulock.gpu_lock(exclusive=True):
@@ -150,7 +170,7 @@ def test_a_build_keeps_the_lock_of_its_context_and_a_timing_step_never_sees_it(g
     out = ctx.Queue()
     builder = ctx.Process(target=_builder, args=(raw, stages, tmp, 0.3))
     builder.start()
-    while not any(registry.iterdir()):  # the builder's first stage has loaded its module
+    while not _holders(registry):  # the builder's first stage has loaded its module
         time.sleep(0.005)
     timer = ctx.Process(target=_timer, args=(registry, 5, out))
     timer.start()
@@ -172,7 +192,7 @@ def test_today_s_failure_is_what_the_timer_would_see(gpu_sim, monkeypatch):
     out = ctx.Queue()
     builder = ctx.Process(target=_builder, args=(raw, stages, tmp, 0.3))
     builder.start()
-    while not any(registry.iterdir()):
+    while not _holders(registry):
         time.sleep(0.005)
     timer = ctx.Process(target=_timer, args=(registry, 5, out))
     timer.start()

@@ -299,12 +299,28 @@ class gpu_lock:
 
                 atexit.register(_log_kept)
             _KEPT.append((os.getpid(), self))
+            self._close_last()
             return False
         released = time.time()  # (taken while still held: logged intervals of one lock never overlap)
         fcntl.flock(self.fh, fcntl.LOCK_UN)
         self.fh.close()
         self._log(released)
         return False
+
+    def _close_last(self) -> None:
+        """A copy of the kept lock's descriptor at a high number: a process that ends has its files closed
+        in the order of their numbers, so the lock goes after the driver's device files, whose closing
+        takes the CUDA context down with them (the lock's own descriptor, opened before CUDA started,
+        has a lower number than theirs)."""
+        import fcntl
+        import resource
+
+        try:
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            high = max(64, min(soft if soft > 0 else 1024, 1 << 16) - 8)
+            self._late = fcntl.fcntl(self.fh.fileno(), fcntl.F_DUPFD_CLOEXEC, high)
+        except (OSError, ValueError):
+            self._late = None  # (the lock still holds until the process ends, a moment earlier)
 
     def _log(self, released: float) -> None:
         """One line in ``$SGEMM_LAB_LOCK_LOG`` (if set) for the lock just released."""
