@@ -1,19 +1,19 @@
 rule precompile:
-    """Compile, side by side, every stage the builds will compile (epilogue variants and dispatch
-    candidates too) and keep the binaries under results/<run>/build/precompiled/: the builds that
-    follow, one at a time under --cores 1, read theirs from there, as do the epilogue and shape-sweep
-    steps (their variants and candidates), with no compile worker started. They take its output as ancient() input: they wait for it, but a kernel edited later
-    reruns its own stage's steps only."""
+    """Compile, side by side, every stage the builds will compile (epilogue variants, dispatch candidates
+    and tile-sweep points too) and keep the binaries under results/<run>/build/precompiled/, named by what
+    the compiler saw: the builds, sweeps, shape sweeps and epilogue steps read theirs from there instead
+    of compiling one at a time. It runs once a run, on a fresh one; the steps after it take its record as
+    ancient() input, to wait for it. Its inputs are the environment record alone, on purpose: a job that
+    reruns hides, from Snakemake's check, every job after it that waits for it through an ancient() input
+    (snakemake/snakemake#4166), so a precompile that reran for an edited kernel left that kernel's build
+    unrun. An edited kernel is compiled by its own build (or sweep) instead, which reruns for it."""
     input:
         env=ENV_JSON,
-        sources=kernel_sources(),
     output:
         PRECOMPILED,
         status=f"{RESULTS}/status/precompile.json",
     log:
         f"{RESULTS}/logs/build/precompile.log",
-    params:
-        options=precompile_options,
     conda:
         "../../env/conda.yaml"
     script:

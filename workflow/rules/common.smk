@@ -30,19 +30,11 @@ wildcard_constraints:
     kernel="|".join(LAB.implementations),
 
 
-def kernel_sources():
-    """Every file under kernels/ that a build may compile (stage sources and their headers)."""
+def kernel_headers():
+    """The headers every CUDA stage may include (kernels/*.cuh): an edit reruns what compiles them."""
     from sgemm_lab.config.records import KERNEL_DIR
 
-    return sorted({str(k.source_path) for k in LAB.kernels if k.source} | {str(p) for p in KERNEL_DIR.glob("*.cuh")})
-
-
-def precompile_options(wildcards):
-    """What the precompile step compiles, as flags: a change of any stage's parameters reruns it."""
-    from sgemm_lab.gpu.compile import compile_options
-    from sgemm_lab.pipeline.build import precompile_specs
-
-    return {sp.id: " ".join(compile_options(sp)) for sp in precompile_specs(LAB)}
+    return sorted(str(p) for p in KERNEL_DIR.glob("*.cuh"))
 
 
 def build_inputs(wildcards):
@@ -53,17 +45,19 @@ def build_inputs(wildcards):
         return {
             "env": ENV_JSON,
             "source": str(LAB.kernel(spec.dispatch_from).source_path),
+            "headers": kernel_headers(),
             "shape_sweep": f"{REPORTS}/dispatch/{spec.id}.csv",
         }
     if spec.autotuned:
         return {
             "env": ENV_JSON,
             "sources": [str(LAB.kernel(k).source_path) for k in spec.tune_from],
+            "headers": kernel_headers(),
             "sweeps": [f"{REPORTS}/sweeps/{k}.csv" for k in spec.tune_from],
         }
     if spec.backend == "host":
         return {"env": ENV_JSON, "source": str(spec.source_path)}
-    return {"env": ENV_JSON, "source": str(spec.source_path),
+    return {"env": ENV_JSON, "source": str(spec.source_path), "headers": kernel_headers(),
             "precompiled": ancient(PRECOMPILED)}
 
 
@@ -144,7 +138,7 @@ def build_params(impl):
 
 def sweep_inputs(wildcards):
     """A swept stage's source; the precompile step's record (it compiles the sweep points too)."""
-    return {"env": ENV_JSON, "source": str(LAB.kernel(wildcards.kernel).source_path),
+    return {"env": ENV_JSON, "source": str(LAB.kernel(wildcards.kernel).source_path), "headers": kernel_headers(),
             "precompiled": ancient(PRECOMPILED)}
 
 

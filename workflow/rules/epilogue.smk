@@ -3,6 +3,7 @@ rule epilogue:
     input:
         env=ENV_JSON,
         source=lambda wc: str(LAB.kernel(wc.kernel).source_path),
+        headers=kernel_headers(),
         precompiled=ancient(PRECOMPILED),  # its compiles found in the cache
     output:
         f"{REPORTS}/epilogue/{{kernel}}.csv",

@@ -89,6 +89,11 @@ def validate(raw: Mapping[str, Any], *, source: str = "config", origins: "Origin
     clash = sorted(set(ids) & set(BASELINES))
     if clash:
         raise ConfigError(f"{where(('kernels',))}: kernels: id(s) {', '.join(clash)} are reserved for baselines")
+    cfg["remeasure"] = remeasured(cfg)
+    stray = sorted(set(cfg["remeasure"]) - set(ids) - set(BASELINES))
+    if stray:
+        raise ConfigError(f"{where(('remeasure',))}: remeasure: {', '.join(stray)} is no configured stage "
+                          f"or baseline (stages: {', '.join(ids)})")
     for i, k in enumerate(cfg["kernels"]):
         here = where(("kernels", i))
         for src in k.get("tune_from", []):
@@ -116,6 +121,13 @@ def validate(raw: Mapping[str, Any], *, source: str = "config", origins: "Origin
                 f"{here}: kernels[{i}] ({k['id']}): source file kernels/{k['source']} does not exist"
             )
     return cfg
+
+
+def remeasured(raw: Mapping[str, Any]) -> list[str]:
+    """The stage ids of ``remeasure`` (a list, or one string of ids separated by commas)."""
+    value = raw.get("remeasure") or []
+    items = value.split(",") if isinstance(value, str) else value
+    return [str(v).strip() for v in items if str(v).strip()]
 
 
 def from_dict(raw: Mapping[str, Any], *, source: str = "config", trusted: bool = False,

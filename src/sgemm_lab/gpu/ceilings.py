@@ -72,50 +72,68 @@ extern "C" __global__ void __launch_bounds__(256, 1) lab_tf32_probe(float* out, 
 TF32_ARCH = "sm_90a"  # wgmma exists on compute capability 9.0 only, built for its arch-specific target
 
 
-def measure_ceilings(*, warmup_ms: float = 300, reps: int = 20) -> dict:
-    """Measured FP32 FMA throughput, device-to-device copy bandwidth and, on Hopper (compute capability
-    9.0), TF32 tensor-core throughput through wgmma, of the GPU at hand."""
-    cuda = driver()
-    from pycuda.compiler import SourceModule
+def compile_probes(arch: str) -> dict[str, bytes]:
+    """The probes' binaries for ``arch`` (nvcc only, no GPU: compiled before the step takes the GPU)."""
+    from .build import _nvcc
 
+    out = {"fma": _nvcc("ceilings (FMA probe)", _FMA_PROBE, ["-O3", f"-DCHAINS={FMA_CHAINS}"], arch)}
+    if arch == "sm_90":
+        out["tf32"] = _nvcc("ceilings (TF32 probe)", _TF32_PROBE, ["-O3", f"-DGROUP={TF32_GROUP}"], TF32_ARCH)
+    return out
+
+
+FMA_CHAINS, TF32_GROUP = 8, 4
+
+
+def measure_ceilings(cubins: dict[str, bytes], *, warmup_ms: float = 300, reps: int = 20) -> dict:
+    """Measured FP32 FMA throughput, device-to-device copy bandwidth and, on Hopper (compute capability
+    9.0), TF32 tensor-core throughput through wgmma, of the GPU at hand (``cubins``: ``compile_probes``).
+    Each is watched for other work on the GPU like a bench point (``measure.foreign``): tried again while
+    there is some, and its record says what was seen (``disturbance``) and whether every try was
+    disturbed (``disturbed``). Call it holding the GPU lock exclusively."""
+    from ..measure.foreign import Watch, note_before_cuda_once, undisturbed
+
+    note_before_cuda_once()  # (which processes held the GPU before this one started CUDA)
+    cuda = driver()
     dev = device_info()
     stream = cuda.Stream()
-    chains, iters, threads = 8, 4096, 256
+
+    def timed(launch):
+        t, seen, disturbed = undisturbed(lambda: time_launches(
+            launch, stream, warmup_ms=warmup_ms, target_ms=200, min_reps=reps, max_reps=200, flush=None,
+            pci_bus_id=dev.pci_bus_id), Watch.on(dev.pci_bus_id))
+        return t, dict(**t.as_row(), disturbance=seen, disturbed=disturbed)
+
+    chains, iters, threads = FMA_CHAINS, 4096, 256
     blocks = dev.multiprocessors * 8
-    fn = SourceModule(_FMA_PROBE, options=["-O3", f"-DCHAINS={chains}"], no_extern_c=True).get_function("lab_fma_probe")
+    fn = cuda.module_from_buffer(cubins["fma"]).get_function("lab_fma_probe")
     fn.prepare("PffI")
     scratch = cuda.mem_alloc(4)
-    fma = time_launches(lambda: fn.prepared_async_call((blocks, 1), (threads, 1, 1), stream, scratch,
-                                                       np.float32(0.9999), np.float32(0.0001), iters),
-                        stream, warmup_ms=warmup_ms, target_ms=200, min_reps=reps, max_reps=200, flush=None,
-                        pci_bus_id=dev.pci_bus_id)
+    fma, fma_row = timed(lambda: fn.prepared_async_call((blocks, 1), (threads, 1, 1), stream, scratch,
+                                                         np.float32(0.9999), np.float32(0.0001), iters))
     flops = 2.0 * blocks * threads * iters * chains
     nbytes = 1 << 30
     src, dst = cuda.mem_alloc(nbytes), cuda.mem_alloc(nbytes)
     cuda.memset_d32(src, 0x3F800000, nbytes // 4)
-    copy = time_launches(lambda: cuda.memcpy_dtod_async(dst, src, nbytes, stream), stream, warmup_ms=warmup_ms,
-                         target_ms=200, min_reps=reps, max_reps=200, flush=None, pci_bus_id=dev.pci_bus_id)
+    copy, copy_row = timed(lambda: cuda.memcpy_dtod_async(dst, src, nbytes, stream))
     for buf in (src, dst):
         buf.free()
     rec = {
         "fp32_tflops": flops / (fma.stats.median_ms * 1e-3) / 1e12,
-        "fp32_probe": dict(blocks=blocks, threads=threads, chains=chains, iters=iters, **fma.as_row()),
+        "fp32_probe": dict(blocks=blocks, threads=threads, chains=chains, iters=iters, **fma_row),
         "dram_gbps": 2 * nbytes / (copy.stats.median_ms * 1e-3) / 1e9,
-        "dram_probe": dict(bytes_copied=nbytes, counted="read + write", **copy.as_row()),
+        "dram_probe": dict(bytes_copied=nbytes, counted="read + write", **copy_row),
     }
-    if dev.compute_capability == "9.0":
-        group, iters = 4, 2048
-        tc = SourceModule(_TF32_PROBE, options=["-O3", f"-DGROUP={group}"], arch=TF32_ARCH,
-                          no_extern_c=True).get_function("lab_tf32_probe")
+    if dev.compute_capability == "9.0" and "tf32" in cubins:
+        group, iters = TF32_GROUP, 2048
+        tc = cuda.module_from_buffer(cubins["tf32"]).get_function("lab_tf32_probe")
         tc.prepare("Pi")
         blocks = dev.multiprocessors
-        t = time_launches(lambda: tc.prepared_async_call((blocks, 1), (256, 1, 1), stream, scratch, iters),
-                          stream, warmup_ms=warmup_ms, target_ms=200, min_reps=reps, max_reps=200, flush=None,
-                          pci_bus_id=dev.pci_bus_id)
+        t, row = timed(lambda: tc.prepared_async_call((blocks, 1), (256, 1, 1), stream, scratch, iters))
         products = blocks * 2 * iters * group  # two warpgroups a block, each a 64 x 256 x 8 product per wgmma
         rec["tf32_tflops"] = 2.0 * 64 * 256 * 8 * products / (t.stats.median_ms * 1e-3) / 1e12
         rec["tf32_probe"] = dict(blocks=blocks, threads=256, instruction="wgmma m64n256k8 tf32", group=group,
-                                 iters=iters, **t.as_row())
+                                 iters=iters, **row)
     else:
         rec["tf32_probe"] = dict(skipped=f"wgmma needs compute capability 9.0; this GPU is {dev.compute_capability}")
     scratch.free()

@@ -70,7 +70,7 @@ log = logging.getLogger("sgemm_lab")
 GPU_LOCK = {"environment": "shared", "build": "shared", "check": "shared", "sanitize": "shared", "bench": "exclusive",
             "profile": "exclusive", "sweep": "exclusive", "shape_sweep": "exclusive", "epilogue": "exclusive",
             "ceilings": "exclusive"}
-SELF_LOCKING = {"build", "sweep", "shape_sweep", "check", "sanitize", "bench", "profile", "epilogue"}
+SELF_LOCKING = {"build", "sweep", "shape_sweep", "check", "sanitize", "bench", "profile", "epilogue", "ceilings"}
 
 
 HOST_LOCK_DIR = Path("/tmp/sgemm-lab-locks")  # the host's GPU locks, for every checkout and user

@@ -81,6 +81,33 @@ def precompile(cfg: LabConfig, *, env_json: Path, out: Path, jobs: int | None = 
                             seconds=round(dt, 3), arch=arch))
 
 
+def compile_ahead(cfg: LabConfig, kernels: list[str], *, env_json: Path, jobs: int | None = None) -> None:
+    """Compile the plain GPU stages among ``kernels`` (with their epilogue variants) side by side, nvcc
+    only, into the run's folder of binaries (``gpu.build.prebuilt_dir``), before a build job's first
+    stage takes the GPU: the job keeps the GPU lock from its first module load to its end (a CUDA context
+    lives as long as its process, ``measure.gpulock``), so its compiles must not run inside it. What is
+    there already (from the precompile step) is not compiled again; a stage that does not compile is left
+    to its own build, which records the error."""
+    import os
+
+    from ..gpu.build import compile_many, prebuilt_dir
+
+    specs = []
+    for impl in kernels:
+        spec = cfg.kernel(impl)
+        if spec.backend == "host" or spec.autotuned or spec.dispatched:
+            continue
+        specs += [spec, *_epilogue_variants(cfg, spec)]
+    if not specs:
+        return
+    env = io.read_json(env_json)
+    t0 = time.perf_counter()
+    compile_many(specs, env["gpu"]["arch"], jobs=jobs or os.cpu_count() or 1,
+                 prebuilt=prebuilt_dir(env_json.parent, env), keep=True)
+    log.info("compiled ahead of the GPU: %d builds of %d stages in %.1f s", len(specs), len(kernels),
+             time.perf_counter() - t0)
+
+
 def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, record_out: Path,
           sweeps: list[Path] = (), shape_sweep: Path | None = None) -> None:
     """Compile one stage for the machine at hand; record its resources (and, if autotuned, its pick;

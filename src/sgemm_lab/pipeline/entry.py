@@ -19,7 +19,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable
 
-from ..config.load import from_dict
+from ..config.load import from_dict, remeasured
 from ..config.records import LabConfig
 from ..dispatch import steps as dispatch_steps
 from ..epilogue import step as epilogue_step
@@ -83,7 +83,7 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], StepStatus | None]:
         "shape_sweep": lambda c: dispatch_steps.shape_sweep(c, impl, env_json=Path(i.env), out=Path(o[0]),
                                                             raw_config=dict(smk.config)),
         "epilogue": lambda c: epilogue_step.epilogue(c, impl, env_json=Path(i.env), out=Path(o[0])),
-        "ceilings": lambda c: environment_step.ceilings(c, out=Path(o[0])),
+        "ceilings": lambda c: environment_step.ceilings(c, env_json=Path(i.env), out=Path(o[0])),
         "compare": lambda c: _compare(c, smk),
         "failure_tests": lambda c: failures_step.failure_tests(c, env_json=Path(i.env), out=Path(o[0])),
         "aggregate": lambda c: report_step.aggregate(c, bench_csvs=list(i.bench), check_jsons=list(i.check),
@@ -205,6 +205,7 @@ def _batch(step: str, smk) -> int:
     jobs = member_jobs(smk)
     results = Path(jobs[0].output.status).parents[2]  # results/<run>/status/<step>/<stage>.json
     allowed = bool(smk.config.get("reuse", True))
+    again = set(remeasured(smk.config))  # stages whose kept results are not read
     headers = sorted(KERNEL_DIR.glob("*.cuh")) if step in ("build", "sweep") else []
     batch_log = Path(smk.log[0]) if smk.log else None
     logs.setup(batch_log, append=True)  # what the job says outside any one stage's step
@@ -218,7 +219,7 @@ def _batch(step: str, smk) -> int:
         where, key, kept = reuse.folder(results, step, impl), None, None
         try:  # reuse only saves time: when it cannot be read, the step runs
             key = reuse.key(step, impl, read, smk.config, extra=headers)
-            kept = reuse.restore(where, key, outs, job.log[0]) if allowed else None
+            kept = reuse.restore(where, key, outs, job.log[0]) if allowed and impl not in again else None
         except OSError as exc:
             _progress(batch_log, f"[{step} {n}/{len(jobs)}] {impl}: kept results not read ({exc}): the step runs")
         if kept is None:
@@ -257,8 +258,15 @@ _ALONE = object()  # a stage whose step runs on its own (not in a batch's shared
 
 def _shared_child(step: str, smk, jobs: list) -> dict:
     """check, bench and sweep: the points of every stage of the batch in one supervised child process
-    (``points.many``, ``sweep.sweep_many``): impl -> (what its step returned or raised, seconds). Other
-    steps: {}."""
+    (``points.many``, ``sweep.sweep_many``): impl -> (what its step returned or raised, seconds). build:
+    every stage compiled side by side first (``build.compile_ahead``), then {}. Other steps: {}."""
+    if step == "build":
+        try:  # only saves time: a stage whose compile fails here fails in its own build, with its log
+            build_step.compile_ahead(from_dict(smk.config, trusted=True), [j.wildcards.kernel for j in jobs],
+                                     env_json=Path(jobs[0].input.env))
+        except Exception as exc:  # noqa: BLE001
+            log.warning("compiling ahead of the builds: %s", first_line(exc))
+        return {}
     if step not in ("check", "bench", "sweep"):
         return {}
     cfg = from_dict(smk.config, trusted=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 from ..config.records import ROOT, LabConfig
 from . import io
 from .common import base_seed, log
+from .outcome import StepStatus
 
 
 def _run(cmd: list[str]) -> str | None:
@@ -130,9 +131,23 @@ def environment(cfg: LabConfig, *, out: Path) -> None:
     io.write_json(out, rec)
 
 
-def ceilings(cfg: LabConfig, *, out: Path) -> None:
-    from ..gpu.ceilings import measure_ceilings
+def ceilings(cfg: LabConfig, *, env_json: Path, out: Path) -> StepStatus | None:
+    """The roofline's roofs: the probes compiled first (no GPU), then timed under the exclusive lock, each
+    watched for other work on the GPU like a bench point; a disturbed one is kept, marked, and counted in
+    the step's message."""
+    from ..gpu.ceilings import compile_probes, measure_ceilings
+    from ..measure.gpulock import gpu_lock
 
-    rec = measure_ceilings()
+    cubins = compile_probes(io.read_json(env_json)["gpu"]["arch"])
+    with gpu_lock(exclusive=True):
+        rec = measure_ceilings(cubins)
     log.info("FP32 FMA probe %.1f TFLOP/s, device-to-device copy %.0f GB/s", rec["fp32_tflops"], rec["dram_gbps"])
     io.write_json(out, rec)
+    probes = {k: v for k, v in rec.items() if k.endswith("_probe") and "disturbance" in v}
+    for name, probe in probes.items():
+        log.info("%s: other work on the GPU: %s", name, probe["disturbance"])
+    disturbed = [k for k, v in probes.items() if v["disturbed"]]
+    if disturbed:
+        return StepStatus(message=f"{len(disturbed)} of {len(probes)} ceilings disturbed by other work on the GPU "
+                                  f"(first: {disturbed[0]}: {probes[disturbed[0]]['disturbance']})")
+    return None

@@ -9,8 +9,9 @@ source. A later job of the same run whose key for that stage is the same copies 
 running the step; the log says so. Anything else (a failed or missing step, a changed input, another
 GPU or driver: the environment record is an input) runs the step again.
 
-``reuse: false`` in the configuration runs every stage's step again (Snakemake's ``--forcerun`` reruns the
-job, not the measurement: the key would still match).
+``reuse: false`` in the configuration runs every stage's step again, ``remeasure: [ids]`` those stages'
+(Snakemake's ``--forcerun`` reruns the job, not the measurement: the key would still match; with
+``--forcerun bench_gpu --config remeasure=<stage>`` one stage is timed again and the others kept).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def stage_config(config: dict, impl: str) -> dict:
     entries = {k["id"]: k for k in config.get("kernels", [])}
     own = entries.get(impl, {})
     related = [impl, *own.get("tune_from", []), *([own["dispatch_from"]] if own.get("dispatch_from") else [])]
-    return dict({k: v for k, v in config.items() if k not in ("kernels", "reuse")},
+    return dict({k: v for k, v in config.items() if k not in ("kernels", "reuse", "remeasure")},
                 kernels=[entries[r] for r in related if r in entries])
 
 
