@@ -227,7 +227,7 @@ def _batch(step: str, smk) -> int:
             continue
         outcome.write(Path(job.output.status), StepRecord(step=step, kernel=impl, status=kept["status"],
                                                           message=kept["message"], log=job.log[0],
-                                                          seconds=round(time.monotonic() - t0, 3)))
+                                                          seconds=round(time.monotonic() - t0, 3), reused=True))
         _progress(batch_log, f"[{step} {n}/{len(jobs)}] {impl}: {kept['status']}, inputs unchanged: results kept "
                              f"from {where}")
     given = _shared_child(step, smk, [job for _, job, *_ in pending]) if len(pending) > 1 else {}

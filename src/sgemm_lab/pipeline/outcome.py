@@ -18,6 +18,7 @@ from typing import Iterable
 OK, FAILED, NOT_RUN, UNAVAILABLE = "ok", "failed", "not run", "unavailable"
 STATUSES = (OK, FAILED, NOT_RUN, UNAVAILABLE)
 COLUMNS = ["step", "kernel", "status", "message", "log", "seconds"]
+WRITTEN = COLUMNS + ["reused"]  # steps.csv: a run from before ``reused`` has the first six only
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,6 +41,7 @@ class StepRecord:
     message: str
     log: str | None
     seconds: float
+    reused: bool = False  # its results were kept from an earlier job of the run (``pipeline.reuse``)
 
     @property
     def what(self) -> str:
@@ -65,7 +67,7 @@ def write(path: Path, record: StepRecord) -> None:
 def read(path: Path) -> StepRecord:
     with open(path) as fh:
         data = json.load(fh)
-    return StepRecord(**{k: data.get(k) for k in StepRecord.__dataclass_fields__})
+    return StepRecord(**{k: data.get(k) for k in COLUMNS}, reused=bool(data.get("reused", False)))
 
 
 def read_all(paths: Iterable[Path]) -> list[StepRecord]:

@@ -185,7 +185,7 @@ def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path,
                   outcomes=records, wall_s=run.get("wall_s"),
                   dispatch=table(dispatch_csv, "the dispatch table", "kernel") if dispatch_csv else None)
     if steps_out is not None:
-        io.write_csv(steps_out, pd.DataFrame([asdict(r) for r in records], columns=outcome.COLUMNS))
+        io.write_csv(steps_out, pd.DataFrame([asdict(r) for r in records], columns=outcome.WRITTEN))
     if run_out is not None:
         io.write_json(run_out, {"command": run.get("command"), "wall_s": run.get("wall_s")})
     io.write_text(out, text)
