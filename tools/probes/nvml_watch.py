@@ -7,8 +7,9 @@ real driver; needs neither PyCUDA nor the pipeline's environment (ctypes and the
 --selftest: this process starts CUDA on the first GPU (after ``note_before_cuda``), as a point process
 does, and must see itself as its own and nothing else; then a process outside its family (started
 through a parent that exits at once) spins kernels on every SM for a few seconds, and the check must
-call it foreign, with SM utilisation, and a watched measurement ``disturbed`` on every try; once it
-has ended, clean again. Prints what NVML gave (JSON lines) and exits 1 if any of that does not hold.
+call it foreign, with SM utilisation, and a watched measurement ``disturbed`` on every try (points of
+5 ms too); once it has ended, clean again. Last, a foreign process that holds a context and runs
+nothing must be seen idle, not as a disturbance. Prints what NVML gave (JSON lines) and exits 1 if any of that does not hold.
 """
 
 from __future__ import annotations
@@ -156,6 +157,9 @@ def selftest(seconds: float) -> int:
     expect(any(o.sm_pct for o in seen.others), "with SM utilisation", seen=seen.describe())
     _, text, disturbed = foreign.undisturbed(lambda: time.sleep(0.3), watch, retries=1, pause_s=0.2)
     expect(disturbed, "a watched measurement meanwhile is disturbed on every try", text=text)
+    short = [foreign.undisturbed(lambda: time.sleep(0.005), watch, retries=0) for _ in range(5)]
+    expect(all(d for _, _, d in short), "points of 5 ms meanwhile are disturbed too (samples from "
+           f"{foreign.LOOKBACK_S:g} s before them)", texts=[t for _, t, _ in short])
     while time.time() < other.get("end_by", 0) + 2:
         time.sleep(0.2)
     time.sleep(1.0)
@@ -165,6 +169,19 @@ def selftest(seconds: float) -> int:
     expect(not after.disturbed, "clean again once it has ended", seen=after.describe(),
            listed=listed(lib, watch.handle))
     ready.unlink(missing_ok=True)
+    # an idle context: a foreign process that holds one and launches nothing
+    subprocess.run([sys.executable, __file__, "--detach", str(ready), "--idle", str(seconds)], check=True)
+    deadline = time.time() + 60
+    while not ready.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    other = json.loads(ready.read_text()) if ready.exists() else {}
+    time.sleep(foreign.LOOKBACK_S + 0.5)  # (its start-up is not in the window)
+    _, text, disturbed = foreign.undisturbed(lambda: time.sleep(0.3), watch, retries=0)
+    expect(not disturbed and "seen idle" in text, "an idle foreign context is seen, not a disturbance",
+           text=text, idle_pid_here=other.get("pid"), listed=listed(lib, watch.handle))
+    while time.time() < other.get("end_by", 0) + 1:
+        time.sleep(0.2)
+    ready.unlink(missing_ok=True)
     print(json.dumps(dict(selftest="failed" if failed else "passed", failed=failed)))
     return 1 if failed else 0
 
@@ -173,17 +190,24 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--selftest", action="store_true")
     ap.add_argument("--spin", type=float, help=argparse.SUPPRESS)    # the load itself
+    ap.add_argument("--idle", type=float, help=argparse.SUPPRESS)    # an idle context
     ap.add_argument("--detach", help=argparse.SUPPRESS)            # start the load outside this family
     ap.add_argument("--ready", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.detach:
-        subprocess.Popen([sys.executable, __file__, "--spin", str(args.spin), "--ready", args.detach],
+        what = ["--spin", str(args.spin)] if args.spin is not None else ["--idle", str(args.idle)]
+        subprocess.Popen([sys.executable, __file__, *what, "--ready", args.detach],
                          start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return 0  # the load's parent is gone at once: it belongs to no one's family here
     if args.spin is not None:
         cuda = Cuda()
         Path(args.ready).write_text(json.dumps(dict(pid=os.getpid(), end_by=time.time() + args.spin)))
         cuda.spin(args.spin)
+        return 0
+    if args.idle is not None:  # a context that runs nothing
+        Cuda()
+        Path(args.ready).write_text(json.dumps(dict(pid=os.getpid(), end_by=time.time() + args.idle)))
+        time.sleep(args.idle)
         return 0
     return selftest(6.0) if args.selftest else show()
 

@@ -191,8 +191,8 @@ def _context_started() -> bool:
     return gpu is not None and gpu.context_started()
 
 
-# Locks this process keeps until it ends, because it started a CUDA context under them: (pid, lock).
-# (A forked child inherits the list, not the locks' meaning: each entry counts for its own pid only.)
+# Locks kept until the process ends, for the CUDA context started under them: (pid, lock); an entry
+# counts for its own pid only (a forked child inherits the list).
 _KEPT: list[tuple[int, "gpu_lock"]] = []
 
 
@@ -308,10 +308,8 @@ class gpu_lock:
         return False
 
     def _close_last(self) -> None:
-        """A copy of the kept lock's descriptor at a high number: a process that ends has its files closed
-        in the order of their numbers, so the lock goes after the driver's device files, whose closing
-        takes the CUDA context down with them (the lock's own descriptor, opened before CUDA started,
-        has a lower number than theirs)."""
+        """A copy of the kept lock's descriptor at a high number: an ending process's files close in order
+        of number, so the lock goes after the driver's device files, and the CUDA context with them."""
         import fcntl
         import resource
 
@@ -345,8 +343,7 @@ class gpu_lock:
 
 
 def _log_kept() -> None:
-    """At the end of a process that kept its lock for its CUDA context: its lock-log line (the kernel
-    drops the lock itself once the process is gone, its context with it)."""
+    """The lock-log line of a kept lock, as its process ends (the kernel then drops the lock)."""
     for pid, lk in _KEPT:
         if pid == os.getpid():
             lk._log(time.time())

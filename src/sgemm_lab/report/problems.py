@@ -33,10 +33,13 @@ def disturbance_summary(bench: pd.DataFrame) -> str:
     seen = seen[~seen.str.startswith("n/a")]  # CPU timings
     clean = seen.str.startswith("none")
     retried = clean & seen.str.contains("clean on try")
+    idle = clean & seen.str.contains("seen idle")
     unchecked = seen.str.startswith("unchecked")
     disturbed = int((bench["status"] == "disturbed").sum())
+    beside = (f"; {int(idle.sum())} beside an idle context of another process, which ran nothing on the SMs"
+              if idle.any() else "")
     text = (f"In this run: {int(clean.sum())} of {len(seen)} GPU points clean ({int(retried.sum())} of them only on "
-            f"a retry), {disturbed} disturbed")
+            f"a retry{beside}), {disturbed} disturbed")
     return text + (f", **{int(unchecked.sum())} not watched** (no NVML answer: read them as unchecked, not clean)."
                    if unchecked.any() else ".")
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..config.records import LabConfig
+from ..measure.foreign import LOOKBACK_S
 from .problems import disturbance_summary, failed_steps_section, failure_section
 from .stage_tables import (NCU_KEYS, _num, dispatch_table, eval_list, model_table, ncu_table, not_profiled,
                            occupancy_limiter, sweep_summary, top_stalls)
@@ -317,9 +318,11 @@ def _method(run: _Run) -> list[str]:
            "stages are timed with no other job running. Each point runs in a supervised "
            f"child process with a {cfg.watchdog_s:g} s watchdog; a hang, crash or CUDA error is a row with a status.",
            "- **Other work on the GPU**: before and after its timed launches, each GPU point asks the driver (NVML) "
-           "which other processes hold its GPU and how busy they kept it; a point that saw any is timed again, and "
-           "one disturbed on every try is recorded as `disturbed` with what was seen (`disturbance` in `bench.csv`), "
-           "never as a clean median. " + disturbance_summary(run.bench),
+           "which other processes hold its GPU and how busy they kept it (SM samples from "
+           f"{LOOKBACK_S:g} s before the point to its end); a point that saw one busy is timed again, and one "
+           "disturbed on every try is recorded as `disturbed` with what was seen (`disturbance` in `bench.csv`), "
+           "never as a clean median. A context that ran nothing on the SMs meanwhile is written down as seen idle, "
+           "not as a disturbance. " + disturbance_summary(run.bench),
            ""]
     return out + failure_section(cfg, run.failures)
 
