@@ -32,6 +32,7 @@ if [ "$action" = start ]; then
   # shellcheck source=env/_venv.sh
   source env/_venv.sh
   ensure_env pipeline env/pipeline.txt 3.12 > /tmp/acceptance-setup.log 2>&1 || { cat /tmp/acceptance-setup.log; exit 1; }
+  PY=$("$PY" -c 'import sys; print(sys.executable)')
   commit=${SGEMM_LAB_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
   work=/tmp/acceptance.tree
   rm -rf "$work" "$log" "$log.rc" "$log.tar.gz" && mkdir -p "$work"
