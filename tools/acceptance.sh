@@ -19,7 +19,7 @@
 # Detached, like tools/reference_run.sh, so that a host that limits one command's time can wait on it:
 #   PIP_NO_INDEX=1 PIP_FIND_LINKS=$PWD/.whl bash tools/acceptance.sh start
 #   bash tools/acceptance.sh wait 540        # again while it prints "still running"
-# Settings: REF (h100), EDIT_STAGE (19_narrow), PATHS (all of the above, in that order),
+# Settings: REF (the GPU's model: h100, h200), EDIT_STAGE (19_narrow), PATHS (all of the above, in that order),
 # SGEMM_LAB_GIT_COMMIT (the commit named; else git's HEAD).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
@@ -64,7 +64,10 @@ fi
 [ "$action" = paths ] || { echo "usage: bash tools/acceptance.sh start|wait [SECONDS]" >&2; exit 2; }
 # ------------------------------------------------------------------------------ the paths (detached)
 PY=${PY:-.venv/pipeline/bin/python}
-REF=${REF:-h100}
+# the reference's run is named by the GPU's model (h100, h200), as reports/<run> names the lab's references
+REF=${REF:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -o 'H[0-9][0-9][0-9]' \
+  | tr '[:upper:]' '[:lower:]')}
+REF=${REF:-reference}
 EDIT_STAGE=${EDIT_STAGE:-19_narrow}
 PATHS=${PATHS:-parallel serial forcerun edit report rerender slurm}
 commit=${SGEMM_LAB_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from sgemm_lab.measure import processes  # noqa: E402
+from sgemm_lab.measure import foreign, processes  # noqa: E402
 from sgemm_lab.gpu.discovery import nvml  # noqa: E402
 
 # one thread per lane spins on the SM clock: a kernel for the driver to JIT, no compiler needed

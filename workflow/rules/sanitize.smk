@@ -12,7 +12,11 @@ if all_sanitize():
             status=f"{RESULTS}/status/sanitize.json",
         log:
             f"{RESULTS}/logs/sanitize.log",
-        threads: all_cores  # its tool processes use every core it has (nothing is timed meanwhile)
+        # Its tool processes use every core the machine gives it, whatever it claims here: it holds the GPU
+        # lock shared, so nothing is timed meanwhile. Claiming two cores, not all, lets Snakemake start it
+        # beside the checks (which share the lock too) instead of after every other job.
+        threads: 2
+        priority: 5
         params:
             builds=sanitize_builds(),
             log_dir=f"{RESULTS}/sanitize/logs",
