@@ -5,7 +5,7 @@
 #      lock folder. Every GPU lock held is logged ($SGEMM_LAB_LOCK_LOG): no hold of one pipeline may
 #      overlap an exclusive hold of the other, and the second waits for the first.
 #  (b) A foreign GPU load (tools/probes/gpu_load.py: spinning kernels on every SM, no lab lock) started
-#      once a bench step of a re-run of the bench steps (--forcerun bench) has begun: the points it
+#      once a bench step of a re-run of the GPU bench job (--forcerun bench_gpu) has begun: the points it
 #      overlaps are `disturbed` rows, the others `ok`.
 # Records under reports/probes/<name>/ (and, when OUT is set, $OUT/<name>.tar.gz and <name>.summary.md);
 # a summary table at the end.
@@ -98,7 +98,9 @@ marker=$DEST/.bench-start
 touch "$marker"
 say "(b) bench steps of $RUN_A again, a ${LOAD_S} s foreign load once the first has begun"
 t0=$(date +%s)
-timeout "$LIMIT_B" "${SMK[@]}" --config run="$RUN_A" "${CFG[@]}" --forcerun bench > "$DEST/pipeline-load.log" 2>&1 &
+# (the GPU stages' bench job, every stage timed again: a forced batch job alone copies kept results back)
+timeout "$LIMIT_B" "${SMK[@]}" --config run="$RUN_A" "${CFG[@]}" reuse=false --forcerun bench_gpu \
+  > "$DEST/pipeline-load.log" 2>&1 &
 pid_p=$!
 for _ in $(seq 1 600); do
   if [ -n "$(find "results/$RUN_A/logs/bench" -name '*.log' -newer "$marker" 2>/dev/null)" ]; then break; fi
