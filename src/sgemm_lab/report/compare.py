@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .table_checks import finished_run
 from .tables import shape_label
 
 Z95 = 1.959964
@@ -180,37 +181,11 @@ def _unsteady_section(df: pd.DataFrame, *, order: list[str]) -> list[str]:
             "repeating the run is the check.", "", *rows, ""]
 
 
-def _same_commit(a: str, b: str) -> bool:
-    """The same commit, either of them possibly abbreviated."""
-    return a.startswith(b) or b.startswith(a)
-
-
-def one_run(frame: pd.DataFrame, env: dict | None, *, bench: Path, env_path: Path | None = None) -> None:
-    """Refuse (one line naming ``bench``) a table whose rows come from more than one GPU model or commit,
-    or from another GPU or commit than the run's environment record ``env`` (when there is one)."""
-    from ..pipeline.io import DamagedFile
-
-    env = env or {}
-    gpu = env.get("gpu")
-    want = {"gpu": gpu.get("name") if isinstance(gpu, dict) else None, "git_commit": env.get("git_commit")}
-    for col, what in (("gpu", "GPU"), ("git_commit", "commit")):
-        if col not in frame:
-            continue
-        seen = frame[col].dropna().astype(str).value_counts()
-        if len(seen) > 1:
-            found = ", ".join(f"{n} rows {v}" for v, n in seen.items())
-            raise DamagedFile(f"{bench}: rows of {len(seen)} {what}s ({found}): one run holds one {what}'s results")
-        if len(seen) == 1 and want[col]:
-            value = str(seen.index[0])
-            if not (value == want[col] if col == "gpu" else _same_commit(value, str(want[col]))):
-                raise DamagedFile(f"{bench}: its rows name {what} {value}, not the {want[col]} of "
-                                  f"{env_path or 'its environment.json'} (rows of another run)")
-
-
 def read_runs(benches) -> list[pd.DataFrame]:
     """Each run's bench table (``reports/<run>/bench.csv``), refused with one line naming it when it is
-    damaged (``io.read_table``) or holds rows of another run (``one_run``, against the
-    ``environment.json`` beside it when there is one)."""
+    damaged (``io.read_table``), holds rows of another run (``table_checks.one_run``, against the
+    ``environment.json`` beside it when there is one) or values no measurement gives
+    (``table_checks.possible_values``)."""
     from ..pipeline import io
 
     frames = []
@@ -218,7 +193,9 @@ def read_runs(benches) -> list[pd.DataFrame]:
         frame = io.read_table(bench, required=REQUIRED, numbers=NUMBERS)
         env_path = bench.parent / "environment.json"
         env = io.read_json_checked(env_path) if env_path.exists() else None
-        one_run(frame, env, bench=bench, env_path=env_path if env is not None else None)
+        if env is not None and not isinstance(env, dict):
+            raise io.DamagedFile(f"{env_path}: not the environment record expected (a JSON object)")
+        finished_run(frame, env, bench=bench, env_path=env_path if env is not None else None)
         frames.append(frame)
     return frames
 

@@ -206,13 +206,45 @@ def rerender(cfg: LabConfig, *, run_dir: Path, configfiles: list[Path] = (), htm
     time); the configuration is the current one (the base config and ``configfiles``). The tables are
     read, never written."""
     from dataclasses import replace
-    from types import SimpleNamespace
 
     run_dir = Path(run_dir)
     cfg = replace(cfg, run=run_dir.name)
     missing = [name for name in RUN_TABLES if not (run_dir / name).is_file()]
     if missing:
         raise io.DamagedFile(f"{run_dir}: not the tables of a finished run (no {', '.join(missing)})")
+    _check_committed(run_dir)
+    status = _drawn_in_place(cfg, run_dir)
+    if html:
+        html_report(run_dir, configfiles, log_path=log_path)
+    return status
+
+
+BENCH_NUMBERS = ("m", "n", "k", "median_ms", "iqr_ms", "reps", "tflops")
+CHECK_NUMBERS = ("m", "n", "k", "rel_err", "max_abs_err", "tolerance")
+
+
+def _check_committed(run_dir: Path) -> None:
+    """A committed run's tables as a finished run holds them (``table_checks``): its bench table with
+    rows of one GPU and commit (its environment record's), one row a measurement, possible values; its
+    check table with numbers where numbers go. Refused with one line before anything is drawn."""
+    from .table_checks import finished_run
+
+    bench = io.read_table(run_dir / "bench.csv", required=STAGE_BENCH, numbers=BENCH_NUMBERS,
+                          what="the run's bench table")
+    env = _record(run_dir / "environment.json", "the run's environment record")
+    finished_run(bench, env, bench=run_dir / "bench.csv", env_path=run_dir / "environment.json")
+    io.read_table(run_dir / "check.csv", required=("kernel", "status"), numbers=CHECK_NUMBERS,
+                  what="the run's check table")
+
+
+def _drawn_in_place(cfg: LabConfig, run_dir: Path) -> StepStatus | None:
+    """The figures and ``report.md`` drawn into a folder beside ``run_dir`` (the same filesystem), then
+    moved over the committed ones only when every one of them was drawn: a figure that cannot be drawn,
+    a full disk or any other failure leaves ``run_dir`` as it was (LabError, one line)."""
+    import os
+    import shutil
+    import tempfile
+    from types import SimpleNamespace
 
     def optional(name: str) -> Path | None:
         return run_dir / name if (run_dir / name).is_file() else None
@@ -222,21 +254,39 @@ def rerender(cfg: LabConfig, *, run_dir: Path, configfiles: list[Path] = (), htm
                                   message=_text(r.message), log=_text(r.log) or None, seconds=float(r.seconds))
                for r in steps.itertuples()]
     run = _record(run_dir / "run.json", "the run record") if optional("run.json") else {}
-    figs = run_dir / "figures"
-    outs = SimpleNamespace(**{name: figs / file for name, file in FIGURES.items()})
     sweeps = committed_sweeps(cfg, run_dir)
-    heatmaps = [figs / f"sweep_{p.stem}.png" for p in sweeps]
-    status = plot(cfg, bench_csv=run_dir / "bench.csv", ncu_csv=run_dir / "ncu_metrics.csv",
-                  ceilings_json=optional("ceilings.json"), outs=outs, sweeps=sweeps, heatmaps=heatmaps,
-                  check_csv=run_dir / "check.csv")
-    report(cfg, bench_csv=run_dir / "bench.csv", check_csv=run_dir / "check.csv", build_csv=run_dir / "build.csv",
-           env_json=run_dir / "environment.json", figures=list(vars(outs).values()) + heatmaps, sweeps=sweeps,
-           epilogues=sorted(Path(run_dir, "epilogue").glob("*.csv")), ncu_csv=run_dir / "ncu_metrics.csv",
-           ceilings_json=optional("ceilings.json"), sanitize_csv=run_dir / "sanitize.csv", start_json=None,
-           out=run_dir / "report.md", failures_csv=optional("failure_tests.csv"),
-           dispatch_csv=optional("dispatch.csv"), records=records, run=run)
-    if html:
-        html_report(run_dir, configfiles, log_path=log_path)
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".rerender-{run_dir.name}-", dir=run_dir.parent))
+    except OSError as exc:
+        raise LabError(f"rerender {run_dir}: cannot make a folder to draw in beside it: {exc.strerror or exc}; "
+                       "nothing was changed") from None
+    try:
+        figs = staging / "figures"
+        figs.mkdir()
+        outs = SimpleNamespace(**{name: figs / file for name, file in FIGURES.items()})
+        heatmaps = [figs / f"sweep_{p.stem}.png" for p in sweeps]
+        try:
+            status = plot(cfg, bench_csv=run_dir / "bench.csv", ncu_csv=run_dir / "ncu_metrics.csv",
+                          ceilings_json=optional("ceilings.json"), outs=outs, sweeps=sweeps, heatmaps=heatmaps,
+                          check_csv=run_dir / "check.csv")
+            if status is not None and status.status == FAILED:
+                raise LabError(f"rerender {run_dir}: {status.message}; nothing was changed")
+            report(cfg, bench_csv=run_dir / "bench.csv", check_csv=run_dir / "check.csv",
+                   build_csv=run_dir / "build.csv", env_json=run_dir / "environment.json",
+                   figures=list(vars(outs).values()) + heatmaps, sweeps=sweeps,
+                   epilogues=sorted(Path(run_dir, "epilogue").glob("*.csv")), ncu_csv=run_dir / "ncu_metrics.csv",
+                   ceilings_json=optional("ceilings.json"), sanitize_csv=run_dir / "sanitize.csv", start_json=None,
+                   out=staging / "report.md", failures_csv=optional("failure_tests.csv"),
+                   dispatch_csv=optional("dispatch.csv"), records=records, run=run)
+        except OSError as exc:
+            raise LabError(f"rerender {run_dir}: cannot write the drawing ({exc.strerror or exc}); nothing was "
+                           "changed") from None
+        drawn = [p for p in [*vars(outs).values(), *heatmaps, staging / "report.md"] if p.is_file()]
+        (run_dir / "figures").mkdir(exist_ok=True)
+        for p in drawn:  # (a rename within one filesystem: each file whole, old or new)
+            os.replace(p, run_dir / p.relative_to(staging))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return status
 
 
