@@ -133,3 +133,26 @@ def test_compare_refuses_an_environment_record_that_is_no_object(run_dir):
     (run_dir / "environment.json").write_text("[]\n")
     with pytest.raises(io.DamagedFile, match="environment.json: not the environment record"):
         compare.read_runs([run_dir / "bench.csv"])
+
+
+# ------------------------------------------------------------------------- what is read at all
+@pytest.mark.parametrize("kind", ["fifo", "device", "huge"])
+def test_a_table_that_is_no_file_or_too_big_is_refused_at_once(run_dir, kind):
+    import os
+    import time
+
+    bench = run_dir / "bench.csv"
+    bench.unlink()
+    if kind == "fifo":
+        os.mkfifo(bench)
+    elif kind == "device":
+        bench.symlink_to("/dev/zero")
+    else:
+        with open(bench, "wb") as fh:
+            fh.truncate(io.MAX_FILE_BYTES + 1)
+    t0 = time.monotonic()
+    with pytest.raises(io.DamagedFile) as err:
+        compare.read_runs([bench])
+    assert time.monotonic() - t0 < 2
+    assert str(err.value).startswith(str(bench)) and "\n" not in str(err.value)
+    assert {"fifo": "a FIFO", "device": "a device", "huge": "MiB"}[kind] in str(err.value)

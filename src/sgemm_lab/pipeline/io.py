@@ -67,15 +67,39 @@ def _label(path: Path, what: str | None) -> str:
     return f"{path} ({what})" if what else str(path)
 
 
+MAX_FILE_BYTES = 32 * 2**20  # a result file the pipeline reads: its largest table is under 1 MB
+
+
 def _read_text(path: Path, what: str | None) -> str:
-    """The file's text; DamagedFile when it is missing, empty, binary or not UTF-8."""
+    """The file's text; DamagedFile when it is missing, not a regular file (a FIFO, a device: nothing is
+    waited for or streamed), over ``MAX_FILE_BYTES``, empty, binary or not UTF-8."""
+    import stat
+
     label = _label(path, what)
     try:
-        data = Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # (a FIFO opens at once, with no writer)
     except FileNotFoundError:
         raise DamagedFile(f"{label}: no such file") from None
     except OSError as exc:
         raise DamagedFile(f"{label}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
+                    or stat.S_ISBLK(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode) else "no regular file")
+            raise DamagedFile(f"{label}: {kind}, not a file the pipeline wrote")
+        if st.st_size > MAX_FILE_BYTES:
+            raise DamagedFile(f"{label}: {st.st_size / 2**20:.0f} MiB, more than the {MAX_FILE_BYTES // 2**20} MiB "
+                              "a result file of the pipeline may hold")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise DamagedFile(f"{label}: cannot be read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise DamagedFile(f"{label}: more than the {MAX_FILE_BYTES // 2**20} MiB a result file of the pipeline "
+                          "may hold")
     if not data:
         raise DamagedFile(f"{label}: empty file (0 bytes)")
     nul = data.find(b"\0")
