@@ -21,7 +21,7 @@ from fake_nvml import FakeGpu, FakeNvml, install
 from sgemm_lab.config import load as cfgmod
 from sgemm_lab.errors import LabError
 from sgemm_lab.gpu import device
-from sgemm_lab.measure import foreign, gpulock
+from sgemm_lab.measure import foreign, gpulock, lockfiles
 
 
 class RegistryNvml(FakeNvml):
@@ -155,7 +155,7 @@ def install_nvml(registry: Path) -> None:
 def gpu_sim(tmp_path, monkeypatch, raw_config):
     registry = tmp_path / "contexts"
     registry.mkdir()
-    monkeypatch.setenv(gpulock.LOCK_ENV, str(tmp_path / ".gpu.lock"))
+    monkeypatch.setenv(lockfiles.LOCK_ENV, str(tmp_path / ".gpu.lock"))
     monkeypatch.setattr(gpulock, "visible_gpus", lambda: [])
     _fake_gpu_parts(monkeypatch, registry)
     (tmp_path / "environment.json").write_text('{"gpu": {"arch": "sm_90"}}\n')

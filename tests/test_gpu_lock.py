@@ -1,11 +1,12 @@
 """GPU arbitration between jobs: timing steps get the GPU to themselves, checks may share it."""
 
 import fcntl
+from pathlib import Path
 
 import pytest
 
 from sgemm_lab.gpu.discovery import Gpu
-from sgemm_lab.measure import gpulock
+from sgemm_lab.measure import gpulock, lockfiles
 
 
 def _try(path, mode):
@@ -72,7 +73,7 @@ def _hold(base, index, mode, ready, release):
     """A process holding GPU ``index``'s lock until ``release`` is set."""
     import fcntl as f
 
-    fh = open(gpulock.device_lock_path(TWO[index], base), "a")
+    fh = open(lockfiles.device_lock_path(TWO[index], base), "a")
     f.flock(fh, mode)
     ready.set()
     release.wait(30)
@@ -92,10 +93,10 @@ def test_several_gpus_each_timing_step_gets_a_gpu_of_its_own_and_is_pinned_to_it
         with gpulock.gpu_lock(exclusive=True, path=base, devices=TWO) as lock:  # GPU 0 is busy timing
             assert lock.device == TWO[1]
             assert os.environ["CUDA_VISIBLE_DEVICES"] == "GPU-bbbb" and gpulock.pinned() == TWO[1]
-            assert not _try(gpulock.device_lock_path(TWO[1], base), fcntl.LOCK_SH)
+            assert not _try(lockfiles.device_lock_path(TWO[1], base), fcntl.LOCK_SH)
             assert gpulock.handoff(lock) == "pin 1:GPU-bbbb"
             assert gpulock.device_columns() == {"device_index": 1, "device_uuid": "GPU-bbbb"}
-        assert _try(gpulock.device_lock_path(TWO[1], base), fcntl.LOCK_EX)  # released
+        assert _try(lockfiles.device_lock_path(TWO[1], base), fcntl.LOCK_EX)  # released
     finally:
         release.set()
         other.join(10)
@@ -134,8 +135,8 @@ def test_shared_steps_spread_over_the_gpus_and_never_sit_beside_a_timing_step(tm
         clean_pin.delenv(gpulock.PIN_ENV, raising=False)
         with gpulock.gpu_lock(exclusive=False, path=base, devices=TWO) as lock:
             assert lock.device == TWO[pid % 2]
-            assert _try(gpulock.device_lock_path(lock.device, base), fcntl.LOCK_SH)
-            assert not _try(gpulock.device_lock_path(lock.device, base), fcntl.LOCK_EX)
+            assert _try(lockfiles.device_lock_path(lock.device, base), fcntl.LOCK_SH)
+            assert not _try(lockfiles.device_lock_path(lock.device, base), fcntl.LOCK_EX)
 
 
 def test_one_gpu_takes_its_own_lock_and_only_records_the_device(tmp_path, clean_pin):
@@ -154,8 +155,8 @@ def test_jobs_of_a_cluster_wait_only_for_their_own_gpu(tmp_path, clean_pin):
     node_a, node_b = Gpu(0, "GPU-aaaa"), Gpu(0, "GPU-cccc")
     base = tmp_path / ".gpu.lock"
     with gpulock.gpu_lock(exclusive=True, path=base, devices=[node_a]):
-        assert _try(gpulock.device_lock_path(node_b, base), fcntl.LOCK_EX)      # the other node's GPU is free
-        assert not _try(gpulock.device_lock_path(node_a, base), fcntl.LOCK_SH)  # this one is not
+        assert _try(lockfiles.device_lock_path(node_b, base), fcntl.LOCK_EX)      # the other node's GPU is free
+        assert not _try(lockfiles.device_lock_path(node_a, base), fcntl.LOCK_SH)  # this one is not
 
 
 def test_moving_a_process_whose_cuda_has_started_is_refused(clean_pin):
@@ -196,7 +197,7 @@ def test_locks_held_for_children_take_different_gpus_and_leave_the_process_unpin
         assert {a.device, b.device} == set(TWO)
         assert gpulock.handoff(a).startswith("pin ") and gpulock.handoff(b) != gpulock.handoff(a)
         assert gpulock.pinned() is None and "CUDA_VISIBLE_DEVICES" not in os.environ
-    assert _try(gpulock.device_lock_path(TWO[0], base), fcntl.LOCK_EX)
+    assert _try(lockfiles.device_lock_path(TWO[0], base), fcntl.LOCK_EX)
 
 
 def test_child_gates_one_per_gpu_only_when_there_are_several(clean_pin):
@@ -211,7 +212,7 @@ def test_child_gates_one_per_gpu_only_when_there_are_several(clean_pin):
 @pytest.fixture
 def no_lock_env(monkeypatch):
     """No lock override in the environment (a test run inside a pipeline would inherit its own)."""
-    for name in (gpulock.LOCK_ENV, gpulock.LOCK_DIR_ENV):
+    for name in (lockfiles.LOCK_ENV, lockfiles.LOCK_DIR_ENV):
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
     return monkeypatch
@@ -219,26 +220,26 @@ def no_lock_env(monkeypatch):
 
 def test_a_gpu_s_lock_is_the_host_s_not_the_checkout_s(no_lock_env, tmp_path):
     gpu = TWO[0]
-    assert gpulock.HOST_LOCK_DIR == gpulock.Path("/tmp/sgemm-lab-locks")
-    assert gpulock.device_lock_path(gpu) == gpulock.Path("/tmp/sgemm-lab-locks/gpu.GPU-aaaa.lock")
-    assert gpulock.lock_path([]) == gpulock.Path("results/.gpu.lock")  # no GPU: nothing on the host to share
-    no_lock_env.setenv(gpulock.LOCK_DIR_ENV, str(tmp_path / "locks"))
-    assert gpulock.device_lock_path(gpu) == tmp_path / "locks" / "gpu.GPU-aaaa.lock"
-    assert gpulock.lock_path(TWO) == tmp_path / "locks" / "gpu.lock"
-    no_lock_env.setenv(gpulock.LOCK_ENV, str(tmp_path / "outer" / ".gpu.lock"))  # a pipeline inside a pipeline
-    assert gpulock.device_lock_path(gpu) == tmp_path / "outer" / ".gpu.GPU-aaaa.lock"
-    assert gpulock.lock_path([]) == tmp_path / "outer" / ".gpu.lock"
+    assert lockfiles.HOST_LOCK_DIR == Path("/tmp/sgemm-lab-locks")
+    assert lockfiles.device_lock_path(gpu) == Path("/tmp/sgemm-lab-locks/gpu.GPU-aaaa.lock")
+    assert lockfiles.lock_path([]) == Path("results/.gpu.lock")  # no GPU: nothing on the host to share
+    no_lock_env.setenv(lockfiles.LOCK_DIR_ENV, str(tmp_path / "locks"))
+    assert lockfiles.device_lock_path(gpu) == tmp_path / "locks" / "gpu.GPU-aaaa.lock"
+    assert lockfiles.lock_path(TWO) == tmp_path / "locks" / "gpu.lock"
+    no_lock_env.setenv(lockfiles.LOCK_ENV, str(tmp_path / "outer" / ".gpu.lock"))  # a pipeline inside a pipeline
+    assert lockfiles.device_lock_path(gpu) == tmp_path / "outer" / ".gpu.GPU-aaaa.lock"
+    assert lockfiles.lock_path([]) == tmp_path / "outer" / ".gpu.lock"
 
 
 def test_the_host_s_lock_folder_and_files_are_open_to_every_user(no_lock_env, tmp_path, clean_pin):
     import os
 
     folder = tmp_path / "host" / "locks"
-    no_lock_env.setenv(gpulock.LOCK_DIR_ENV, str(folder))
+    no_lock_env.setenv(lockfiles.LOCK_DIR_ENV, str(folder))
     old = os.umask(0o022)
     try:
         with gpulock.gpu_lock(exclusive=True, devices=TWO[:1]) as lock:
-            path = gpulock.device_lock_path(lock.device, lock.path)
+            path = lockfiles.device_lock_path(lock.device, lock.path)
             assert path == folder / "gpu.GPU-aaaa.lock" and not _try(path, fcntl.LOCK_SH)
     finally:
         os.umask(old)
@@ -254,19 +255,19 @@ def test_a_lock_file_removed_while_waiting_for_it_is_not_trusted(tmp_path, monke
     import threading
 
     path = tmp_path / "gpu.GPU-aaaa.lock"
-    holder = gpulock._take(path, fcntl.LOCK_EX)
-    opened, real_open = threading.Event(), gpulock._open_lock
+    holder = lockfiles.take(path, fcntl.LOCK_EX)
+    opened, real_open = threading.Event(), lockfiles.open_lock
     opens = []
 
     def spy(p):
         fh = real_open(p)
-        opens.append(gpulock.os.fstat(fh.fileno()).st_ino)
+        opens.append(lockfiles.os.fstat(fh.fileno()).st_ino)
         opened.set()
         return fh
 
-    monkeypatch.setattr(gpulock, "_open_lock", spy)
+    monkeypatch.setattr(lockfiles, "open_lock", spy)
     got = []
-    waiter = threading.Thread(target=lambda: got.append(gpulock._take(path, fcntl.LOCK_EX)))
+    waiter = threading.Thread(target=lambda: got.append(lockfiles.take(path, fcntl.LOCK_EX)))
     waiter.start()
     assert opened.wait(10)
     path.unlink()  # removed while held and waited for
@@ -274,7 +275,7 @@ def test_a_lock_file_removed_while_waiting_for_it_is_not_trusted(tmp_path, monke
     waiter.join(10)
     (fh,) = got
     try:
-        assert len(opens) == 2 and gpulock.os.fstat(fh.fileno()).st_ino == path.stat().st_ino
+        assert len(opens) == 2 and lockfiles.os.fstat(fh.fileno()).st_ino == path.stat().st_ino
         assert not _try(path, fcntl.LOCK_SH)
     finally:
         fh.close()
@@ -286,7 +287,7 @@ from pathlib import Path
 
 from fake_nvml import FakeGpu, FakeNvml
 from sgemm_lab.gpu import discovery as devices
-from sgemm_lab.measure import gpulock
+from sgemm_lab.measure import gpulock, lockfiles
 
 devices._open_library = lambda: FakeNvml([FakeGpu("GPU-5151")])  # the host's one GPU, simulated
 me, other, events, inside = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
@@ -297,7 +298,7 @@ with gpulock.gpu_lock.for_mode("exclusive") as lock:  # what a bench step takes
     except FileExistsError:
         (events / f"{me}.overlap").touch()  # the other pipeline is timing on the GPU too
         sys.exit(0)
-    (events / f"{me}.in").write_text(str(gpulock.device_lock_path(lock.device, lock.path)))
+    (events / f"{me}.in").write_text(str(lockfiles.device_lock_path(lock.device, lock.path)))
     while not (events / f"{other}.asking").exists():  # the other pipeline wants the GPU now
         time.sleep(0.01)
     time.sleep(0.2)  # were the lock not shared, it would be in meanwhile (and find `inside` there)
@@ -313,13 +314,13 @@ def test_two_checkouts_on_one_host_take_turns_on_its_gpu(tmp_path):
     import subprocess
     import sys
 
-    tests = gpulock.Path(__file__).resolve().parent
+    tests = Path(__file__).resolve().parent
     events, host = tmp_path / "events", tmp_path / "host-locks"
     events.mkdir()
     script = tmp_path / "take_turns.py"
     script.write_text(TAKE_TURNS)
     env = {k: v for k, v in os.environ.items()
-           if k not in (gpulock.LOCK_ENV, gpulock.PIN_ENV, "CUDA_VISIBLE_DEVICES")}
+           if k not in (lockfiles.LOCK_ENV, gpulock.PIN_ENV, "CUDA_VISIBLE_DEVICES")}
     env.update(SGEMM_LAB_LOCK_DIR=str(host), SGEMM_LAB_LOCK_LOG=str(tmp_path / "locks.jsonl"),
                PYTHONPATH=os.pathsep.join([str(tests.parent / "src"), str(tests)]))
     procs = []

@@ -6,21 +6,8 @@ imports, compiling) in parallel and queue here for a GPU. Steps that time or pro
 exclusively, steps that only need correct results (checks, sanitizers, builds) share it, so however
 the pipeline is started no timing ever overlaps other GPU work on its GPU.
 
-Where the locks are. A GPU belongs to one host, so its lock is one per host, shared by every checkout
-and every user there: ``/tmp/sgemm-lab-locks/gpu.<uuid>.lock`` (``HOST_LOCK_DIR``), so that a second
-clone's pipeline waits for the first one's timing instead of running beside it. The folder is made
-with mode 1777 and each lock file readable and writable by all, so that another user's pipeline can
-take the same lock; a lock file is opened without creating it when it exists (a sticky /tmp may refuse
-to create over another user's file) and checked after locking to still be the file at that path (a
-/tmp cleaner may have removed it). It is /tmp itself, not $TMPDIR, which differs between users and
-between batch jobs. Overrides:
-
-- ``SGEMM_LAB_LOCK_DIR``: another folder for the host's locks (e.g. one that several containers on the
-  host mount, since each container has a /tmp of its own; or a node-local folder on a cluster whose
-  jobs get a private /tmp and share GPUs).
-- ``SGEMM_LAB_GPU_LOCK``: a lock file; each GPU's lock is ``gpu.<uuid>.lock`` beside it, hidden
-  (``.gpu.<uuid>.lock``) when the file's name is (a pipeline started by a test inside a running
-  pipeline shares its lock this way, and a test isolates its own).
+Where the locks are, and how a lock file is checked, opened and waited for: ``lockfiles`` (one per GPU
+and host, ``/tmp/sgemm-lab-locks/gpu.<uuid>.lock``, shared by every checkout and user there).
 
 The UUID, not the index, names a GPU: on a cluster (SLURM gives each job its own GPUs and shows it only
 those) every job's one GPU is index 0 on its host. There the locks stay per host as well: jobs on
@@ -45,7 +32,7 @@ outside its lock, and a timed point sees none of them.
 
 The lock keeps the pipeline's own steps apart; work that does not take it (another program on the
 GPU) is what ``foreign`` looks for around every timed point. ``SGEMM_LAB_LOCK_LOG`` names a file that
-gets one JSON line per lock held (process, working directory, mode, lock file, wall-clock times asked,
+gets one JSON line per lock held (``lockfiles.append_log``) (process, working directory, mode, lock file, wall-clock times asked,
 got and released): evidence of who held the GPU when, from every pipeline of the host.
 """
 
@@ -60,6 +47,7 @@ from pathlib import Path
 from ..config.records import LabConfig
 from ..errors import LabError
 from ..gpu.discovery import Gpu, visible_gpus
+from .lockfiles import append_log, device_lock_path, lock_path, take
 
 log = logging.getLogger("sgemm_lab")
 
@@ -73,105 +61,8 @@ GPU_LOCK = {"environment": "shared", "build": "shared", "check": "shared", "sani
 SELF_LOCKING = {"build", "sweep", "shape_sweep", "check", "sanitize", "bench", "profile", "epilogue", "ceilings"}
 
 
-HOST_LOCK_DIR = Path("/tmp/sgemm-lab-locks")  # the host's GPU locks, for every checkout and user
-LOCK_DIR_ENV = "SGEMM_LAB_LOCK_DIR"            # another folder for them
-LOCK_ENV = "SGEMM_LAB_GPU_LOCK"                # a lock file: the GPUs' locks beside it
-NO_GPU_LOCK = Path("results/.gpu.lock")        # a process that finds no GPU (in its working directory)
-LOCK_LOG_ENV = "SGEMM_LAB_LOCK_LOG"            # a file: one line per lock held (see the module docstring)
-
-
-def lock_dir() -> Path:
-    """The folder of the host's GPU locks: ``$SGEMM_LAB_LOCK_DIR``, else ``HOST_LOCK_DIR``."""
-    return Path(os.environ.get(LOCK_DIR_ENV) or HOST_LOCK_DIR)
-
-
-def lock_path(devices: list[Gpu] | None = None) -> Path:
-    """The lock of a process that finds no GPU among ``devices`` (default: the visible ones), and the
-    file the per-GPU locks are named beside: ``$SGEMM_LAB_GPU_LOCK``; else, with a GPU,
-    ``gpu.lock`` in the host's lock folder (``lock_dir``); without, ``results/.gpu.lock``."""
-    env = os.environ.get(LOCK_ENV)
-    if env:
-        return Path(env)
-    gpus = visible_gpus() if devices is None else devices
-    return lock_dir() / "gpu.lock" if gpus else NO_GPU_LOCK
-
-
 PIN_ENV = "SGEMM_LAB_DEVICE"  # "index:uuid" of the GPU this process (and its children) is pinned to
 POLL_S = 0.05                 # how often a step waiting for any of several GPUs tries them again
-
-
-def device_lock_path(gpu: Gpu, base: Path | None = None) -> Path:
-    """The lock of one GPU: ``gpu.<uuid>.lock`` beside ``base`` (default ``lock_path``; hidden, with a
-    leading dot, when ``base``'s name has one). The index would not do: on a cluster every job's one
-    GPU is index 0 on its host."""
-    base = base if base is not None else lock_path([gpu])
-    dot = "." if base.name.startswith(".") else ""
-    return base.with_name(f"{dot}gpu.{gpu.uuid}.lock")
-
-
-def _ensure_folder(folder: Path) -> None:
-    """``folder``, made if missing; the host's lock folder with mode 1777 (every user may add locks,
-    only the owner of one may remove it)."""
-    if folder.is_dir():
-        return
-    shared = folder.resolve() == lock_dir().resolve()
-    try:
-        folder.mkdir(parents=True)
-    except FileExistsError:
-        return
-    if shared:
-        os.chmod(folder, 0o1777)  # (mkdir's mode is cut by the umask)
-
-
-def _open_lock(path: Path):
-    """``path`` opened for flock, made if missing (readable and writable by all users: another user's
-    pipeline takes the same lock). An existing file is opened without O_CREAT (a sticky world-writable
-    folder may refuse O_CREAT over another user's file), read-only when it is not writable for this
-    user (flock needs no write access on a local filesystem)."""
-    try:
-        _ensure_folder(path.parent)
-        while True:
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
-            except FileNotFoundError:
-                try:
-                    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
-                except FileExistsError:
-                    continue  # another process made it meanwhile: open that one
-                os.fchmod(fd, 0o666)  # (the mode given to open is cut by the umask)
-            except PermissionError:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-            return os.fdopen(fd, "rb", buffering=0)
-    except OSError as exc:
-        raise LabError(f"cannot use the GPU lock {path}: {exc.strerror or exc}; set {LOCK_DIR_ENV} to a folder "
-                       f"that every user of this host's GPUs may write (or {LOCK_ENV} to a lock file)") from None
-
-
-def _take(path: Path, mode: int, block: bool = True):
-    """The open file of ``path`` locked with ``mode``, or None (``block`` False: it is held elsewhere).
-    A lock file that was removed or replaced while this process waited for it is given up for the one
-    at ``path`` now, so that two processes never hold locks on two different files of one name."""
-    import fcntl
-
-    while True:
-        fh = _open_lock(path)
-        try:
-            fcntl.flock(fh, mode if block else mode | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.close()
-            return None
-        try:
-            now = os.stat(path)
-        except FileNotFoundError:
-            now = None
-        held = os.fstat(fh.fileno())
-        if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
-            try:
-                os.utime(fh.fileno())  # recently used: a /tmp cleaner that goes by age leaves it
-            except OSError:
-                pass
-            return fh
-        fh.close()
 
 
 def pinned() -> Gpu | None:
@@ -257,7 +148,7 @@ class gpu_lock:
         self._asked = time.time()
         if not self.per_gpu:
             self.device = self._devices[0] if self._devices else None
-            self.fh = _take(device_lock_path(self.device, self.path) if self.device else self.path, mode)
+            self.fh = take(device_lock_path(self.device, self.path) if self.device else self.path, mode)
             if self.device is not None:
                 os.environ[PIN_ENV] = self.device.label  # recorded only: the one GPU needs no pinning
         else:
@@ -283,7 +174,7 @@ class gpu_lock:
             order = self._devices[start:] + self._devices[:start]
         while True:
             for gpu in order:
-                fh = _take(device_lock_path(gpu, self.path), mode, block=False)
+                fh = take(device_lock_path(gpu, self.path), mode, block=False)
                 if fh is not None:
                     return gpu, fh
             time.sleep(POLL_S)
@@ -322,9 +213,6 @@ class gpu_lock:
 
     def _log(self, released: float) -> None:
         """One line in ``$SGEMM_LAB_LOCK_LOG`` (if set) for the lock just released."""
-        target = os.environ.get(LOCK_LOG_ENV)
-        if not target:
-            return
         import json
 
         held = device_lock_path(self.device, self.path) if self.device else self.path
@@ -332,14 +220,7 @@ class gpu_lock:
                                mode="exclusive" if self.exclusive else "shared", lock=str(held.resolve()),
                                device=self.device.label if self.device else None, asked=self._asked,
                                got=self._got, released=released))
-        try:  # one write of one line, appended: lines of several processes do not mix
-            fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-            try:
-                os.write(fd, (line + "\n").encode())
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            log.warning("GPU lock log %s: %s", target, exc)
+        append_log(line)
 
 
 def _log_kept() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..config.geometry import unsupported_reason
 from ..config.records import LabConfig
 from ..errors import LabError
-from ..measure.gpulock import lock_path
+from ..measure.lockfiles import lock_path
 from ..pipeline import io
 from ..pipeline.common import load_spec, log
 from ..pipeline.outcome import UNAVAILABLE, NotRun, StepStatus
