@@ -92,6 +92,8 @@ def test_an_expected_rerun_checks_what_ran_and_the_recorded_source(tool, tmp_pat
         _record(tmp_path, "r", step, "other", reused=True)
     row = tool.row(_args(tool, tmp_path, expect_rerun=stage))
     assert row["verdict"] == "ok" and row["rerun"] == f"bench:{stage} build:{stage} check:{stage}"
+    row = tool.row(_args(tool, tmp_path, expect_rerun=f"bench:{stage}"))  # one step only: the others ran too
+    assert f"expected bench:{stage}" in row["verdict"]
     _record(tmp_path, "r", "check", "other")  # a stage that should have been kept ran again
     pd.DataFrame(dict(kernel=[stage], source_sha256=["stale"])).to_csv(rep / "build.csv", index=False)
     row = tool.row(_args(tool, tmp_path, expect_rerun=stage))

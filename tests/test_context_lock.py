@@ -233,6 +233,8 @@ def test_a_kept_lock_serves_the_process_s_later_steps_without_a_wait(gpu_sim):
     finally:
         for _, lk in gpulock._KEPT:
             lk.fh.close()
+            if getattr(lk, "_late", None) is not None:
+                os.close(lk._late)
         gpulock._KEPT.clear()
 
 

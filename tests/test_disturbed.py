@@ -91,17 +91,34 @@ def test_an_idle_context_beside_the_point_is_seen_but_no_disturbance(monkeypatch
     """A process that holds a context but ran nothing on the SMs from LOOKBACK_S before the point to its
     end shares the GPU's memory, not its time: written down, not a disturbance; once it runs kernels, it
     disturbs."""
-    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 300 * MiB), (P2, 518 * MiB)], samples=[(ME, _now_us() + 10**6, 99)])
+    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 300 * MiB), (P2, 518 * MiB)],
+                  samples=[(ME, _now_us() + 10**6, 99), (P2, _now_us() + 10**6, 0)])
     fake = FakeNvml([gpu], names={P2: "python3"})
     tries = []
     _, text, disturbed = foreign.undisturbed(lambda: tries.append(1), _watch(monkeypatch, fake))
     assert not disturbed and len(tries) == 1
-    assert text == f"none busy; seen idle: pid {P2} python3 (compute; 518 MiB; before, after; no SM activity)"
+    assert text == f"none busy; seen idle: pid {P2} python3 (compute; 518 MiB; before, after; SM 0%)"
     gpu.samples.append((P2, _now_us() - int(foreign.LOOKBACK_S * 1e6 / 2), 12))  # busy just before the point
     _, text, disturbed = foreign.undisturbed(lambda: 0, _watch(monkeypatch, fake), retries=0)
     assert disturbed and text.endswith(f"pid {P2} python3 (compute; 518 MiB; before, after; SM 12%)")
     gpu.samples[-1] = (P2, _now_us() - int(foreign.LOOKBACK_S * 1e6 * 2), 12)  # long before: not its business
     assert not foreign.undisturbed(lambda: 0, _watch(monkeypatch, fake), retries=0)[2]
+
+
+@pytest.mark.parametrize("how", ["appeared during the point", "never sampled"])
+def test_a_context_that_cannot_be_told_idle_disturbs(monkeypatch, how):
+    """Idle needs evidence: there before and after, and sampled at 0% SM. A process that appeared during
+    the point (its first kernels may not be sampled yet) or has no sample in the window disturbs it."""
+    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 300 * MiB)] + ([(P2, 518 * MiB)] if how == "never sampled" else []))
+    watch = _watch(monkeypatch, FakeNvml([gpu]))
+
+    def measure():
+        if how == "appeared during the point":
+            gpu.compute.append((P2, 518 * MiB))
+            gpu.samples.append((P2, _now_us() + 10**6, 0))
+
+    _, text, disturbed = foreign.undisturbed(measure, watch, retries=0)
+    assert disturbed and f"pid {P2} (compute; 518 MiB; " in text
 
 
 def test_without_per_process_samples_a_listed_process_still_disturbs(monkeypatch):
@@ -435,7 +452,8 @@ def test_a_job_of_the_same_run_is_named_as_such(tmp_path):
         assert {root.pid, a, b} <= run and ME not in run
         assert processes.run_pids(ME) == set() or root.pid not in processes.run_pids(ME)
     finally:
-        for pid in processes.run_pids(root.pid) - {root.pid}:
-            os.kill(pid, 9)
+        if (tmp_path / "pids").exists():
+            for pid in map(int, (tmp_path / "pids").read_text().split()):
+                os.kill(pid, 9)
         root.kill()
         root.wait()

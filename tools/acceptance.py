@@ -78,19 +78,21 @@ def _points(run: str) -> tuple[int, int, int]:
     return disturbed, idle, total
 
 
-def _expect_rerun(run: str, stage: str, ran: list[dict]) -> tuple[str, list[str]]:
+def _expect_rerun(run: str, expect: str, ran: list[dict]) -> tuple[str, list[str]]:
     """What of the per-stage steps ran in this path, and what did not hold of 'that stage's build, check
-    and bench ran, every other stage's were kept, the build table names its source as it is now'."""
+    and bench ran (``expect`` = STAGE; ``step:STAGE``: that step alone), every other stage's were kept,
+    and the build table names its source as it is now'."""
     import pandas as pd
     import yaml
 
     from sgemm_lab.config import load
     from sgemm_lab.gpu.compile import source_hash
 
+    steps, stage = (tuple(expect.split(":")[:1]), expect.split(":", 1)[1]) if ":" in expect else (STAGE_STEPS, expect)
     per_stage = [r for r in ran if r.get("step") in STAGE_STEPS and r.get("kernel")]
     fresh = sorted(f"{r['step']}:{r['kernel']}" for r in per_stage if not r.get("reused"))
     problems = []
-    want = {f"{s}:{stage}" for s in STAGE_STEPS}
+    want = {f"{s}:{stage}" for s in steps}
     if set(fresh) != want:
         problems.append(f"ran {' '.join(fresh) or 'nothing'}, expected {' '.join(sorted(want))}")
     cfg = load.from_dict(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))

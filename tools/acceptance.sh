@@ -29,10 +29,14 @@ limit=${2:-540}
 log=/tmp/acceptance.log
 
 if [ "$action" = start ]; then
-  # shellcheck source=env/_venv.sh
-  source env/_venv.sh
-  ensure_env pipeline env/pipeline.txt 3.12 > /tmp/acceptance-setup.log 2>&1 || { cat /tmp/acceptance-setup.log; exit 1; }
-  PY=$("$PY" -c 'import sys; print(sys.executable)')
+  # (in a subshell: ensure_env exits on failure, and _venv.sh turns on errexit)
+  # shellcheck disable=SC1091
+  if ! PY=$(source env/_venv.sh && ensure_env pipeline env/pipeline.txt 3.12 > /tmp/acceptance-setup.log 2>&1 \
+            && "$PY" -c 'import sys; print(sys.executable)'); then
+    cat /tmp/acceptance-setup.log
+    echo "acceptance.sh: setting up the pipeline's environment failed (above)" >&2
+    exit 1
+  fi
   commit=${SGEMM_LAB_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
   work=/tmp/acceptance.tree
   rm -rf "$work" "$log" "$log.rc" "$log.tar.gz" && mkdir -p "$work"
@@ -109,8 +113,8 @@ print(load.from_dict(yaml.safe_load(open('config/config.yaml'))).kernel('$EDIT_S
       path edit "$REF" "$EDIT_STAGE" -- "$PY" -m snakemake --cores 1 --config run="$REF"
       cp -p "/tmp/acceptance-$source" "kernels/$source" ;;
     forcerun)
-      path forcerun "$REF" "" -- "$PY" -m snakemake --cores 1 --forcerun bench_gpu --config run="$REF" \
-        remeasure="$EDIT_STAGE" ;;
+      path forcerun "$REF" "bench:$EDIT_STAGE" -- "$PY" -m snakemake --cores 1 --forcerun bench_gpu \
+        --config run="$REF" remeasure="$EDIT_STAGE" ;;
     report)
       path report "" "" -- "$PY" -m snakemake --report "reports/$REF/report.html" --config run="$REF" ;;
     rerender)

@@ -8,6 +8,8 @@ immutable dataclasses that the rest of the package uses (``records``).
 from __future__ import annotations
 
 import copy
+import math
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -76,6 +78,7 @@ def validate(raw: Mapping[str, Any], *, source: str = "config", origins: "Origin
     import jsonschema
 
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
+    _command_line_numbers(cfg, validator, where)
     errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))
     if errors:
         err = errors[0]
@@ -123,11 +126,52 @@ def validate(raw: Mapping[str, Any], *, source: str = "config", origins: "Origin
     return cfg
 
 
+_INT = re.compile(r"[-+]?[0-9]+")
+_NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+
+
+def _command_line_numbers(cfg: dict, validator, where) -> None:
+    """Numbers nested in ``--config`` values read as numbers: Snakemake hands over the leaves of
+    ``--config 'check={"alpha": 1.5}'`` as text. Only where the schema wants a number (or a boolean)
+    there and the text is one, and only for keys ``--config`` set: a file's quoted "1.5" stays an
+    error."""
+    for _ in range(10_000):  # (each pass turns at least one text into a number, or ends)
+        changed = False
+        for err in validator.iter_errors(cfg):
+            want = err.validator_value if err.validator == "type" else None
+            if not isinstance(err.instance, str) or want is None or where(err.absolute_path) != "--config":
+                continue
+            want = [want] if isinstance(want, str) else list(want)
+            text = err.instance.strip()
+            if len(text) > 40:  # (no number the configuration takes is that long)
+                continue
+            if "integer" in want and _INT.fullmatch(text):
+                value = int(text)
+            elif "number" in want and _NUMBER.fullmatch(text) and math.isfinite(float(text)):
+                value = float(text) if not _INT.fullmatch(text) else int(text)
+            elif "boolean" in want and text.lower() in ("true", "false"):
+                value = text.lower() == "true"
+            else:
+                continue
+            *parents, last = list(err.absolute_path)
+            if not parents and last is None:
+                continue
+            node = cfg
+            for part in parents:
+                node = node[part]
+            node[last] = value
+            changed = True
+        if not changed:
+            return
+
+
 def remeasured(raw: Mapping[str, Any]) -> list[str]:
     """The stage ids of ``remeasure`` (a list, or one string of ids separated by commas)."""
-    value = raw.get("remeasure") or []
-    items = value.split(",") if isinstance(value, str) else value
-    return [str(v).strip() for v in items if str(v).strip()]
+    value = raw.get("remeasure")
+    if value is None or value == "":
+        return []
+    items = value.split(",") if isinstance(value, str) else value if isinstance(value, list) else [value]
+    return [str(v).strip() for v in items if str(v).strip()]  # (an id of digits may arrive as a number)
 
 
 def from_dict(raw: Mapping[str, Any], *, source: str = "config", trusted: bool = False,

@@ -19,7 +19,7 @@ from ..errors import ConfigError
 # with 32-bit arithmetic: an operand of more elements than this is beyond any of them.
 MAX_ELEMENTS = 2**31 - 1
 MAX_SEED = 2**63 - 1
-_ARCH = re.compile(r"^sm_([0-9]+)(a|f)?$")
+_ARCH = re.compile(r"sm_([0-9]+)(a|f)?")  # (fullmatch: no trailing newline)
 MIN_ARCH, MAX_ARCH = 50, 199  # sm_50 (Maxwell) on; nvcc 13 itself starts at sm_75
 
 # check.alpha and check.beta: each term of alpha * A @ B + beta * C must stay visible beside the other
@@ -143,7 +143,7 @@ def repetitions(cfg: Mapping, where: Where) -> None:
 def _arch(value: Any, where: Where, path: tuple) -> None:
     if not isinstance(value, str):
         return
-    m = _ARCH.match(value)
+    m = _ARCH.fullmatch(value)
     if not m or not MIN_ARCH <= int(m.group(1)) <= MAX_ARCH:
         _fail(where, path, f"'{value}' is not a GPU architecture (sm_ and a compute capability from "
                            f"{MIN_ARCH} on, e.g. sm_90 or sm_90a)")

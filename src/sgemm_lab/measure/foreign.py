@@ -26,8 +26,10 @@ memory, whether before or after, SM percentage, and the process's name where NVM
 Verdict per point: a foreign process that used the SMs disturbs it (any SM utilisation above zero in
 the driver's samples from ``LOOKBACK_S`` before the point to its end: the driver samples a process a
 few times a second, so a point of milliseconds alone could fall between two samples of a busy one).
-A foreign process that holds a context and ran nothing on the SMs in that window is *idle*: it shares
-the GPU's memory, not its time, and is written down as seen (``seen idle``), not as a disturbance. A
+A foreign process that holds a context, was there before and after the point, and whose every sample
+in that window says 0% SM is *idle*: it shares the GPU's memory, not its time, and is written down as
+seen (``seen idle``), not as a disturbance. One without a sample in the window, or one that appeared
+during the point, cannot be told idle and disturbs it. A
 process of this same pipeline run (a descendant of the Snakemake process this one descends from) is
 named as such: under the run's own lock none of them should be on the GPU at all. Where the driver
 gives no per-process samples, a listed foreign process cannot be told idle and disturbs the point, as
@@ -113,8 +115,10 @@ class Other:
 
     @property
     def busy(self) -> bool:
-        """It used the SMs in the window (or, without samples, it cannot be told idle)."""
-        return not self.sampled or bool(self.sm_pct)
+        """It used the SMs in the window, or it cannot be told idle: no per-process samples from the
+        driver, no sample of it in the window, or it appeared during the point (its first kernels may
+        not be sampled yet). Idle: there before and after, sampled, never above 0% SM."""
+        return not self.sampled or self.sm_pct is None or self.sm_pct > 0 or "before" not in self.when
 
     def describe(self) -> str:
         parts = ["/".join(sorted(self.kinds))] if self.kinds else []
@@ -124,7 +128,7 @@ class Other:
         if self.sm_pct is not None:
             parts.append(f"SM {self.sm_pct}%")
         elif self.sampled:
-            parts.append("no SM activity")
+            parts.append("not sampled")
         if self.this_run:
             parts.append("a job of this run")
         return f"pid {self.pid}{' ' + self.name if self.name else ''} ({'; '.join(parts)})"
