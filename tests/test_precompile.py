@@ -117,3 +117,63 @@ def test_prebuilt_binaries_are_read_and_kept_by_what_the_compiler_sees(lab, tmp_
     gpu_build.compile_many([changed], "sm_90", jobs=1, prebuilt=folder)
     assert _Pool.starts == 2
     assert not [p for p in folder.iterdir() if p.name.startswith(".")]  # no temporary files left
+
+
+def _slow_compile(job):
+    """A compile that takes a while and leaves a mark for each binary it made."""
+    import os
+    import time
+
+    time.sleep(0.3)
+    with open(os.environ["COMPILE_MARKS"], "a") as fh:
+        fh.write(f"{job[0]}\n")
+    return f"cubin of {job[0]}".encode(), None
+
+
+def _compile_in_child(n, specs, folder, out):
+    out.put((n, [c for c, _ in gpu_build.compile_many(specs, "sm_90", jobs=2, prebuilt=folder)]))
+
+
+def test_jobs_compiling_at_once_share_the_folder_and_compile_each_binary_once(lab, tmp_path, monkeypatch):
+    """The builds, sweeps and the precompile step run at once under the parallel default: a binary one of
+    them is compiling is waited for by the others and read, not compiled again."""
+    import concurrent.futures
+    import multiprocessing as mp
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _Pool)
+    monkeypatch.setattr(gpu_build, "_compile_job", _slow_compile)
+    monkeypatch.setenv("COMPILE_MARKS", str(tmp_path / "marks"))
+    keys, specs = set(), []
+    for sp in build_step.precompile_specs(lab):  # four that compile to four binaries
+        key = gpu_build._key((sp.id, gpu_build.source_text(sp), gpu_build.compile_options(sp), "sm_90"))
+        if key not in keys and len(specs) < 4:
+            keys.add(key)
+            specs.append(sp)
+    folder = tmp_path / "prebuilt"
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    jobs = [ctx.Process(target=_compile_in_child, args=(n, order, folder, out))
+            for n, order in enumerate((specs, list(reversed(specs)), specs[1:3]))]
+    for j in jobs:
+        j.start()
+    got = dict(out.get(timeout=60) for _ in jobs)
+    for j in jobs:
+        j.join(10)
+    want = {sp.id: f"cubin of {sp.id}".encode() for sp in specs}
+    assert got[0] == [want[sp.id] for sp in specs] and got[1] == [want[sp.id] for sp in reversed(specs)]
+    assert got[2] == [want[sp.id] for sp in specs[1:3]]
+    marks = (tmp_path / "marks").read_text().split()
+    assert sorted(marks) == sorted(want)  # each compiled once, by whichever job claimed it first
+
+
+def test_a_binary_whose_compiler_failed_is_compiled_by_the_one_waiting(lab, tmp_path, monkeypatch):
+    specs = build_step.precompile_specs(lab)[:1]
+    folder = tmp_path / "prebuilt"
+    job = (specs[0].id, gpu_build.source_text(specs[0]), gpu_build.compile_options(specs[0]),
+           gpu_build.target_arch(specs[0], "sm_90"))
+    lock = gpu_build._claim(folder, job)  # another process compiling it...
+    monkeypatch.setattr(gpu_build, "_compile_job", lambda j: (b"compiled here", None))
+    import threading
+
+    threading.Timer(0.2, lock.close).start()  # ...ends without writing it
+    assert gpu_build.compile_many(specs, "sm_90", jobs=1, prebuilt=folder) == [(b"compiled here", None)]

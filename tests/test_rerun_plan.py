@@ -116,3 +116,13 @@ def test_an_edited_header_reruns_everything_that_compiles_it(complete):
 
 def test_nothing_changed_nothing_reruns_but_the_verdict(complete):
     assert _planned(complete) == {"all"}
+
+
+def test_a_rerun_of_the_precompile_step_hides_no_edited_kernel(complete):
+    """Whatever makes the precompile step run again (here: forced), the builds do not wait for it through
+    an ancient() input, so their own check still sees the edited source."""
+    source = _own_source_stage(complete)
+    with _edited(complete, f"kernels/{source}"):
+        planned = _planned(complete, "--forcerun", "precompile")
+    assert STAGE_STEPS | {"precompile"} <= planned, planned
+    assert not planned & {"sweep_all", "shape_sweep", "epilogue", "build_tuned"}, planned

@@ -1,12 +1,13 @@
 rule precompile:
     """Compile, side by side, every stage the builds will compile (epilogue variants, dispatch candidates
-    and tile-sweep points too) and keep the binaries under results/<run>/build/precompiled/, named by what
-    the compiler saw: the builds, sweeps, shape sweeps and epilogue steps read theirs from there instead
-    of compiling one at a time. It runs once a run, on a fresh one; the steps after it take its record as
-    ancient() input, to wait for it. Its inputs are the environment record alone, on purpose: a job that
-    reruns hides, from Snakemake's check, every job after it that waits for it through an ancient() input
-    (snakemake/snakemake#4166), so a precompile that reran for an edited kernel left that kernel's build
-    unrun. An edited kernel is compiled by its own build (or sweep) instead, which reruns for it."""
+    and tile-sweep points too) into results/<run>/build/precompiled/, each binary named by what the
+    compiler saw: the builds, sweeps, shape sweeps and epilogue steps read theirs from there instead of
+    compiling one at a time. No step waits for it through an input: a job that reruns hides, from
+    Snakemake's check, every job that waits for it through an ancient() input (snakemake/snakemake#4166),
+    which once left an edited kernel's build unrun. Its priority puts it first under --cores 1; run
+    beside them, a step waits for a binary this step is compiling and compiles none twice (each binary's
+    lock, sgemm_lab.gpu.build.compile_many). It runs once a run, on a fresh one."""
+    priority: 20
     input:
         env=ENV_JSON,
     output:

@@ -57,8 +57,7 @@ def build_inputs(wildcards):
         }
     if spec.backend == "host":
         return {"env": ENV_JSON, "source": str(spec.source_path)}
-    return {"env": ENV_JSON, "source": str(spec.source_path), "headers": kernel_headers(),
-            "precompiled": ancient(PRECOMPILED)}
+    return {"env": ENV_JSON, "source": str(spec.source_path), "headers": kernel_headers()}
 
 
 def impl_inputs(wildcards):
@@ -137,9 +136,8 @@ def build_params(impl):
 
 
 def sweep_inputs(wildcards):
-    """A swept stage's source; the precompile step's record (it compiles the sweep points too)."""
-    return {"env": ENV_JSON, "source": str(LAB.kernel(wildcards.kernel).source_path), "headers": kernel_headers(),
-            "precompiled": ancient(PRECOMPILED)}
+    """A swept stage's source and the kernels' headers."""
+    return {"env": ENV_JSON, "source": str(LAB.kernel(wildcards.kernel).source_path), "headers": kernel_headers()}
 
 
 def sweep_params(impl):

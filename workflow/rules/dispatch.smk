@@ -5,7 +5,6 @@ rule shape_sweep:
         env=ENV_JSON,
         source=lambda wc: str(LAB.kernel(LAB.kernel(wc.kernel).dispatch_from).source_path),
         headers=kernel_headers(),
-        precompiled=ancient(PRECOMPILED),  # its compiles found in the cache
     output:
         f"{REPORTS}/dispatch/{{kernel}}.csv",
         status=f"{RESULTS}/status/shape_sweep/{{kernel}}.json",

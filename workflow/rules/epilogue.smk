@@ -4,7 +4,6 @@ rule epilogue:
         env=ENV_JSON,
         source=lambda wc: str(LAB.kernel(wc.kernel).source_path),
         headers=kernel_headers(),
-        precompiled=ancient(PRECOMPILED),  # its compiles found in the cache
     output:
         f"{REPORTS}/epilogue/{{kernel}}.csv",
         status=f"{RESULTS}/status/epilogue/{{kernel}}.json",

@@ -83,39 +83,85 @@ def prebuilt_file(prebuilt: Path | None, spec: KernelSpec, arch: str) -> Path | 
     return f if f.is_file() else None
 
 
+def _claim(prebuilt: Path, job: tuple, block: bool = False):
+    """The lock of ``job``'s binary in ``prebuilt`` (``locks/<key>.lock``), taken exclusively: the open
+    file, or None where another process holds it (it is compiling that binary now; ``block`` waits)."""
+    import fcntl
+
+    folder = prebuilt / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    fh = open(folder / _key(job).replace(".cubin", ".lock"), "a")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX if block else fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        return None
+    return fh
+
+
+def _keep(prebuilt: Path, job: tuple, cubin: bytes) -> None:
+    prebuilt.mkdir(parents=True, exist_ok=True)
+    tmp = prebuilt / f".{_key(job)}.{os.getpid()}"
+    tmp.write_bytes(cubin)
+    os.replace(tmp, prebuilt / _key(job))  # whole or absent for a reader
+
+
 def compile_many(specs: list[KernelSpec], arch: str, jobs: int, *, prebuilt: Path | None = None,
                  keep: bool = False) -> list[tuple[bytes | None, CompileError | None]]:
     """Compile ``specs`` in worker processes at a lower CPU priority (nvcc inherits it), so that a
     measurement running at the same time in another process keeps its CPU. (cubin, None) or
     (None, CompileError) per spec, in order; a stage built for another target (``target_arch``) gets its
-    error without a compile. A spec whose binary is in ``prebuilt`` (the precompile step's folder,
-    ``prebuilt_dir``; the file named by what the compiler would see) is read from there, with no worker
-    started when all are; with ``keep``, what is compiled here is written there."""
+    error without a compile.
+
+    ``prebuilt`` (the run's folder of binaries, ``prebuilt_dir``; each file named by what the compiler
+    sees) is shared by the jobs that run at once: a binary there is read, with no worker started when all
+    are; one that another process is compiling right now (it holds the binary's lock) is waited for and
+    read, never compiled twice; what is compiled here is written there for the others (``keep`` is kept
+    for callers and changes nothing: with ``prebuilt``, every compile is kept). Nothing is held while
+    waiting: this process's own compiles end, and release their locks, first."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
     results: list = [None] * len(specs)
-    work, where = [], []
-    for i, sp in enumerate(specs):
-        try:
-            job = (sp.id, source_text(sp), compile_options(sp), target_arch(sp, arch))
-        except CompileError as exc:
-            results[i] = (None, exc)
-            continue
-        found = prebuilt / _key(job) if prebuilt is not None else None
-        if found is not None and found.is_file():
+    mine, theirs = [], []  # (index, job, lock) to compile here; (index, job) another process compiles
+    try:
+        for i, sp in enumerate(specs):
+            try:
+                job = (sp.id, source_text(sp), compile_options(sp), target_arch(sp, arch))
+            except CompileError as exc:
+                results[i] = (None, exc)
+                continue
+            found = prebuilt / _key(job) if prebuilt is not None else None
+            if found is not None and found.is_file():
+                results[i] = (found.read_bytes(), None)
+                continue
+            lock = _claim(prebuilt, job) if prebuilt is not None else None
+            if prebuilt is not None and lock is None:
+                theirs.append((i, job))
+            elif found is not None and found.is_file():  # (finished by another just before the claim)
+                results[i] = (found.read_bytes(), None)
+                lock.close()
+            else:
+                mine.append((i, job, lock))
+        if mine:
+            with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(mine))), mp_context=mp.get_context("spawn"),
+                                     initializer=_lower_priority) as pool:
+                for (i, job, lock), (cubin, err) in zip(mine, pool.map(_compile_job, [j for _, j, _ in mine])):
+                    results[i] = (cubin, CompileError(*err) if err else None)
+                    if prebuilt is not None and cubin:
+                        _keep(prebuilt, job, cubin)
+                    if lock is not None:
+                        lock.close()  # (releases it: a waiter reads the binary now)
+    finally:
+        for _, _, lock in mine:
+            if lock is not None and not lock.closed:
+                lock.close()
+    for i, job in theirs:
+        _claim(prebuilt, job, block=True).close()  # its compiler is done (or gone)
+        found = prebuilt / _key(job)
+        if found.is_file():
             results[i] = (found.read_bytes(), None)
-            continue
-        work.append(job)
-        where.append(i)
-    if work:
-        with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(work))), mp_context=mp.get_context("spawn"),
-                                 initializer=_lower_priority) as pool:
-            for i, job, (cubin, err) in zip(where, work, pool.map(_compile_job, work)):
-                results[i] = (cubin, CompileError(*err) if err else None)
-                if keep and prebuilt is not None and cubin:
-                    prebuilt.mkdir(parents=True, exist_ok=True)
-                    tmp = prebuilt / f".{_key(job)}.{os.getpid()}"
-                    tmp.write_bytes(cubin)
-                    os.replace(tmp, prebuilt / _key(job))  # whole or absent for a reader
+        else:  # it failed there (or its process died): compiled here, for its own error or result
+            cubin, err = _compile_job(job)
+            results[i] = (cubin, CompileError(*err) if err else None)
     return results

@@ -214,8 +214,7 @@ def _batch(step: str, smk) -> int:
     for n, job in enumerate(jobs, 1):
         impl, t0 = job.wildcards.kernel, time.monotonic()
         outs = [p for p in job.output if p != getattr(job.output, "status", None)]
-        # what the step reads (the precompile record only orders the jobs: its binaries are named by content)
-        read = [v for name, v in smk.params.members[impl]["input"] if name != "precompiled"]
+        read = [v for _name, v in smk.params.members[impl]["input"]]  # what the step reads
         where, key, kept = reuse.folder(results, step, impl), None, None
         try:  # reuse only saves time: when it cannot be read, the step runs
             key = reuse.key(step, impl, read, smk.config, extra=headers)
