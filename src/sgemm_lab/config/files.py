@@ -48,19 +48,74 @@ def _loader():
     return StrictLoader
 
 
+MAX_BYTES = 1 << 20      # a config file (the lab's own is about 40 KB)
+MAX_NODES = 200_000      # values once aliases are expanded (a "billion laughs" file expands to 10^9)
+MAX_DEPTH = 64           # nesting of lists and mappings
+MAX_NUMBER_CHARS = 40    # digits of one number: none the configuration takes is longer
+
+
+def _bounded(node, path: Path) -> None:
+    """ConfigError (file, line, column) for a composed YAML document that would expand past
+    ``MAX_NODES`` values (aliases counted as often as they are used), nest past ``MAX_DEPTH`` or hold a
+    number longer than ``MAX_NUMBER_CHARS``: checked on the node graph, before anything is built."""
+    import yaml
+
+    def where(n) -> str:
+        return f"{path}:{n.start_mark.line + 1}:{n.start_mark.column + 1}"
+
+    sizes: dict[int, int] = {}
+    stack = [(node, 1, False)]
+    while stack:  # (post-order, without recursion: a deep file cannot overflow the interpreter's stack)
+        n, depth, done = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"{where(n)}: nested more than {MAX_DEPTH} levels deep")
+        if isinstance(n, yaml.ScalarNode):
+            if n.tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float") and len(n.value) > MAX_NUMBER_CHARS:
+                raise ConfigError(f"{where(n)}: a number of {len(n.value)} characters (at most {MAX_NUMBER_CHARS})")
+            sizes[id(n)] = 1
+            continue
+        kids = [k for pair in n.value for k in pair] if isinstance(n, yaml.MappingNode) else list(n.value)
+        if not done:
+            if id(n) in sizes:
+                continue
+            stack.append((n, depth, True))
+            stack += [(k, depth + 1, False) for k in kids if id(k) not in sizes]
+            continue
+        sizes[id(n)] = 1 + sum(sizes.get(id(k), 1) for k in kids)
+        if sizes[id(n)] > MAX_NODES:
+            raise ConfigError(f"{where(n)}: expands to more than {MAX_NODES} values (aliases counted each time "
+                              "they are used)")
+
+
 def read(path: str | Path) -> dict:
-    """The mapping in the YAML (or JSON) file ``path``; ConfigError with file, line and column otherwise."""
+    """The mapping in the YAML (or JSON) file ``path``; ConfigError with file, line and column otherwise.
+    Bounded before it is built (``MAX_BYTES``, ``_bounded``); a YTE template (``__use_yte__``) is
+    refused: Snakemake runs such a file's Python when it reads it, and the lab's config files are data."""
     import yaml
 
     path = Path(path)
     try:
+        size = path.stat().st_size
+        if not path.is_file():
+            raise ConfigError(f"config file {path} is not a regular file")
+        if size > MAX_BYTES:
+            raise ConfigError(f"config file {path}: {size} bytes, more than the {MAX_BYTES} a config file may hold")
         text = path.read_text()
     except FileNotFoundError:
         raise ConfigError(f"config file {path} not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"config file {path} cannot be read: {exc}") from None
     try:
-        data = yaml.load(text, Loader=_loader())  # noqa: S506 - a SafeLoader subclass
+        loader = _loader()(text)
+        try:
+            node = loader.get_single_node()
+            if node is not None:
+                _bounded(node, path)
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to read") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
@@ -72,6 +127,9 @@ def read(path: str | Path) -> dict:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of keys, not a {type(data).__name__}")
+    if "__use_yte__" in data:
+        raise ConfigError(f"{path}: __use_yte__: a YTE template, whose Python Snakemake runs as it reads the file; "
+                          "the lab's config files are data: write the values out")
     return data
 
 
