@@ -90,7 +90,7 @@ def test_render_shows_failures_skips_and_unavailable_profiles(lab, tables):
                              metric=None, value=None, unit=None)])
     text = _render(lab, tables, bench=b, checks=c, sanitize=s, ncu=ncu, wall_s=400.0)
     assert "✗" in text and "**FAIL**" in text
-    assert "5 NaN/Inf outputs" in text and "beta: relative error 1 >= tolerance 1e-5" in text
+    assert "5 NaN/Inf outputs" in text and "beta: relative error 1 &gt;= tolerance 1e-5" in text
     assert "| `03_smem_caching` | 1000³ | bench | skipped |" in text
     assert "**not every kernel is clean**" in text and "**errors**" in text
     assert "No Nsight Compute metrics: unavailable: ERR_NVGPUCTRPERM" in text
@@ -430,3 +430,12 @@ def test_traffic_model_leaves_out_stages_that_do_not_run_the_shape(lab):
     narrow = stage_tables.model_table(lab, pd.DataFrame(), (8192, 12, 6144))
     assert "`11_general`" in square and "`19_narrow`" not in square
     assert "`19_narrow`" in narrow
+
+
+def test_data_written_into_the_report_cannot_bring_html_or_break_out_of_its_cell():
+    from sgemm_lab.report.tables import md_text
+
+    hostile = "<img src=x onerror=alert(1)> | ` [link](javascript:x)\n## a heading"
+    text = md_text(hostile)
+    assert "<" not in text and ">" not in text and "\n" not in text and "\\|" in text and "\\`" in text
+    assert text.startswith("&lt;img src=x onerror=alert(1)&gt; \\| \\` \\[link\\]")

@@ -61,6 +61,8 @@ CASES = {
     "a negative spread": lambda df: df.assign(iqr_ms=df.iqr_ms.where(df.index != _first_ok(df), "-0.5")),
     "half a row": lambda df: df.assign(m=df.m.where(df.index != 0, "128.5")),
     "a dimension past any float": lambda df: df.assign(m=df.m.where(df.index != 0, "1e400")),
+    "markup for a stage's name": lambda df: df.assign(kernel=df.kernel.where(df.index != 0, "<img src=x onerror=y>")),
+    "a stage's name that breaks its line": lambda df: df.assign(kernel=df.kernel.where(df.index != 0, "x\n## injected")),
 }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..config.records import LabConfig
-from .tables import md_table
+from .tables import md_table, md_text
 
 def failed_steps_section(outcomes) -> list[str]:
     """Every step that failed, did not run or had no tool, with its first error line and its log."""
@@ -15,7 +15,7 @@ def failed_steps_section(outcomes) -> list[str]:
         return []
     n_failed = sum(r.status == "failed" for r in bad)
     rows = [[f"`{r.kernel}`" if r.kernel else "–", r.step, f"**{r.status}**" if r.status != "unavailable" else r.status,
-             str(r.message).replace("|", "\\|"), f"`{r.log}`" if r.log else "–"] for r in bad]
+             md_text(r.message), f"`{r.log}`" if r.log else "–"] for r in bad]
     head = (f"{n_failed} step{'s' if n_failed != 1 else ''} failed in this run; every other stage was still "
             "checked, timed and reported below. `not run`: an earlier step of the same stage failed; `unavailable`: "
             "a tool this machine lacks." if n_failed else
@@ -55,5 +55,5 @@ def failure_section(cfg: LabConfig, failures: pd.DataFrame | None) -> list[str]:
             "that need no GPU (configuration, compile and constraint errors, missing tools, host-side hangs and "
             "crashes) are tested in CI.", ""]
     rows = [[str(r.case), "pass" if r.outcome == "passed" else f"**{str(r.outcome).upper()}**",
-             "" if pd.isna(r.message) else str(r.message).replace("|", "\\|")] for r in failures.itertuples()]
+             "" if pd.isna(r.message) else md_text(r.message)] for r in failures.itertuples()]
     return out + [md_table(["case", "outcome", "detail"], rows, align="lll"), ""]

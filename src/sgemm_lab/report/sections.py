@@ -18,8 +18,8 @@ from .problems import disturbance_summary, failed_steps_section, failure_section
 from .stage_tables import (NCU_KEYS, _num, dispatch_table, eval_list, model_table, ncu_table, not_profiled,
                            occupancy_limiter, sweep_summary, top_stalls)
 from .tables import (_at, _fmt, accuracy_table, check_status, cpu_table, epilogue_table, fp32_accurate_table,
-                     headline_shape, headline_table, ladder_table, md_table, sanitize_table, sass_table, shape_label,
-                     suite_table)
+                     headline_shape, headline_table, ladder_table, md_table, md_text, sanitize_table, sass_table,
+                     shape_label, suite_table)
 
 @dataclass(frozen=True, kw_only=True)
 class _Run:
@@ -355,10 +355,11 @@ def _failures_and_skips(run: _Run) -> list[str]:
     out = ["## Failures and skips", ""]
     if bad.empty and (badc is None or badc.empty):
         return out + ["None: every configured point ran and verified.", ""]
-    rows = [[f"`{r.kernel}`", shape_label(r.m, r.n, r.k), "bench", r.status, str(r.reason)] for r in bad.itertuples()]
+    rows = [[f"`{r.kernel}`", shape_label(r.m, r.n, r.k), "bench", md_text(r.status), md_text(r.reason)]
+            for r in bad.itertuples()]
     if badc is not None and len(badc):
         rows += [[f"`{r.kernel}`", shape_label(r.m, r.n, r.k),
                   f"check ({r.mode}" + (f", {r.distribution}" if str(getattr(r, "distribution", "uniform")) not in
-                                        ("uniform", "nan") else "") + ")", r.status, str(r.reason)]
+                                        ("uniform", "nan") else "") + ")", md_text(r.status), md_text(r.reason)]
                  for r in badc.itertuples()]
     return out + [md_table(["kernel", "shape", "where", "status", "reason"], rows, align="lllll"), ""]

@@ -9,6 +9,7 @@ comparison on disk stays the previous one.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +17,7 @@ import pandas as pd
 from ..pipeline.io import DamagedFile
 
 SHAPE = ("m", "n", "k")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 MAX_DIM = 2**24  # the largest dimension a configured shape may have (the schema's shape)
 
 
@@ -78,6 +80,10 @@ def possible_values(frame: pd.DataFrame, *, bench: Path) -> None:
                 need = "a whole number of at least 1" if whole else ("above 0" if col in ("median_ms", "tflops")
                                                                        else "0 or more")
                 raise bad(i, col, row[col], f"an ok row's {col} must be {need}")
+    if "kernel" in frame:  # (names go into the report's code spans and file names: a stage id's letters only)
+        for i, name in enumerate(frame["kernel"].astype(str)):
+            if not _NAME.fullmatch(name):
+                raise bad(i, "kernel", name[:60], "not a stage id (letters, digits, '_', '.', '-')")
     keys = [c for c in ("kernel", *SHAPE) if c in frame]
     if len(keys) == 4:
         dup = frame[frame.duplicated(keys, keep=False)]

@@ -41,6 +41,16 @@ def shape_label(m: int, n: int, k: int) -> str:
     return f"{m}³" if m == n == k else f"{m}×{n}×{k}"
 
 
+def md_text(value) -> str:
+    """Text from a result file (a reason, a message) as it may stand in a markdown table cell: one line,
+    no table break, no HTML (``<``, ``>`` and ``&`` as entities), no code span or link it could open."""
+    text = " ".join(str(value).split())
+    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "\\`"), ("[", "\\["),
+                 ("]", "\\]")):
+        text = text.replace(a, b)
+    return text
+
+
 def md_table(header: list[str], rows: list[list[str]], align: str | None = None) -> str:
     align = align or ("l" + "r" * (len(header) - 1))
     sep = ["---:" if a == "r" else ":---" for a in align]
@@ -362,7 +372,7 @@ def epilogue_table(df: pd.DataFrame) -> str:
         clean = ~g["disturbed"].fillna(False).astype(bool) if "disturbed" in g else True
         best = g[(g.verified == True) & clean]["tflops"].max()  # noqa: E712
         for r in g.itertuples():
-            mark = "" if r.verified else f" ✗ ({r.reason})"
+            mark = "" if r.verified else f" ✗ ({md_text(r.reason)})"
             if str(getattr(r, "disturbed", False)) == "True":
                 mark += " (disturbed: other work on the GPU)"
             rows.append([shape_label(m, n, k), act, f"`{r.implementation}`", f"{r.tflops:.2f}{mark}",
