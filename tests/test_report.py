@@ -433,7 +433,7 @@ def test_traffic_model_leaves_out_stages_that_do_not_run_the_shape(lab):
 
 
 def test_data_written_into_the_report_cannot_bring_html_or_break_out_of_its_cell():
-    from sgemm_lab.report.tables import md_text
+    from sgemm_lab.report.markdown import md_text
 
     hostile = "<img src=x onerror=alert(1)> | ` [link](javascript:x)\n## a heading"
     text = md_text(hostile)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..config.records import LabConfig
-from .tables import md_table, md_text
+from .markdown import md_table, md_text
 
 def failed_steps_section(outcomes) -> list[str]:
     """Every step that failed, did not run or had no tool, with its first error line and its log."""

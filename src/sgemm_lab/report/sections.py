@@ -14,12 +14,13 @@ import pandas as pd
 
 from ..config.records import LabConfig
 from ..measure.foreign import LOOKBACK_S
+from .markdown import md_table, md_text
 from .problems import disturbance_summary, failed_steps_section, failure_section
 from .stage_tables import (NCU_KEYS, _num, dispatch_table, eval_list, model_table, ncu_table, not_profiled,
                            occupancy_limiter, sweep_summary, top_stalls)
 from .tables import (_at, _fmt, accuracy_table, check_status, cpu_table, epilogue_table, fp32_accurate_table,
-                     headline_shape, headline_table, ladder_table, md_table, md_text, sanitize_table, sass_table,
-                     shape_label, suite_table)
+                     headline_shape, headline_table, ladder_table, sanitize_table, sass_table, shape_label,
+                     suite_table)
 
 @dataclass(frozen=True, kw_only=True)
 class _Run:

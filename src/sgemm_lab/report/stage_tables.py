@@ -9,7 +9,8 @@ import pandas as pd
 from ..config.records import LabConfig
 from ..errors import LabError
 from ..profiling.ncu import OCCUPANCY_LIMITS
-from .tables import _fmt, md_table, shape_label
+from .markdown import md_table
+from .tables import _fmt, shape_label
 
 def sweep_summary(spec, df: pd.DataFrame) -> list[str]:
     from ..dispatch.autotune import eligible

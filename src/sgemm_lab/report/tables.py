@@ -12,6 +12,7 @@ import math
 import pandas as pd
 
 from ..config.records import BASELINES, GPU_BASELINES, LabConfig
+from .markdown import md_table, md_text
 
 BASELINE_TITLES = {"cublas": "cuBLAS SGEMM (strict FP32)", "cublas_tf32": "cuBLAS SGEMM (TF32 tensor-op math)",
                    "numpy": "NumPy float32 matmul (CPU BLAS)"}
@@ -39,24 +40,6 @@ def collect_bench(frames: list[pd.DataFrame], order: list[str], tf32: tuple[str,
 
 def shape_label(m: int, n: int, k: int) -> str:
     return f"{m}³" if m == n == k else f"{m}×{n}×{k}"
-
-
-def md_text(value) -> str:
-    """Text from a result file (a reason, a message) as it may stand in a markdown table cell: one line,
-    no table break, no HTML (``<``, ``>`` and ``&`` as entities), no code span or link it could open."""
-    text = " ".join(str(value).split())
-    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "\\`"), ("[", "\\["),
-                 ("]", "\\]")):
-        text = text.replace(a, b)
-    return text
-
-
-def md_table(header: list[str], rows: list[list[str]], align: str | None = None) -> str:
-    align = align or ("l" + "r" * (len(header) - 1))
-    sep = ["---:" if a == "r" else ":---" for a in align]
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
-    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def _fmt(x, spec: str, dash: str = "–") -> str:
