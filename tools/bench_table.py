@@ -13,6 +13,8 @@ import argparse
 import math
 
 import pandas as pd
+import sys
+from _cli import run  # noqa: E402 - tools/ is the script's folder
 
 
 def main() -> int:
@@ -46,4 +48,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run(main))

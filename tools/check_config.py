@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from sgemm_lab.config import load as cfgmod  # noqa: E402
 from sgemm_lab.config.files import Origins, read  # noqa: E402
 from sgemm_lab.errors import ConfigError  # noqa: E402
+from _cli import run  # noqa: E402 - tools/ is the script's folder
 
 
 def merge(base: dict, over: dict) -> dict:
@@ -51,4 +52,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

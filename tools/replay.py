@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from sgemm_lab.config import load as cfgmod  # noqa: E402
 from sgemm_lab.config import records  # noqa: E402
 from sgemm_lab.errors import LabError  # noqa: E402
+from _cli import run  # noqa: E402 - tools/ is the script's folder
 
 
 def pick(table: Path, args) -> dict:
@@ -178,4 +179,4 @@ def replay(row: dict, p, cfg) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from _cli import run  # noqa: E402 - tools/ is the script's folder
 
 VOLATILE = {"median_ms", "min_ms", "q1_ms", "q3_ms", "iqr_ms", "max_ms", "reps", "tflops", "pct_cublas", "warmup_s",
             "warmup_launches", "sm_clock_before_mhz", "sm_clock_after_mhz", "compile_s", "tuned_tflops", "git_commit", "date",
@@ -49,4 +50,4 @@ def main(a: str, b: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:3]))
+    sys.exit(run(main, *sys.argv[1:3]))

@@ -25,6 +25,7 @@ import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from _cli import run  # noqa: E402 - tools/ is the script's folder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
@@ -139,4 +140,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

@@ -9,6 +9,7 @@ import csv
 import json
 import statistics
 import sys
+from _cli import run  # noqa: E402 - tools/ is the script's folder
 
 COLUMNS = ["job_id", "rule", "state", "gres", "submit_time", "start_time", "end_time", "wait_s", "run_s"]
 
@@ -51,4 +52,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

@@ -8,6 +8,7 @@ step's start of work on that stage to its end, without the job's interpreter sta
 import sys
 
 import pandas as pd
+from _cli import run  # noqa: E402 - tools/ is the script's folder
 
 
 def main(path: str) -> None:
@@ -20,4 +21,6 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if len(sys.argv) != 2:
+        sys.exit("step_times.py: give one steps.csv, e.g. python tools/step_times.py reports/h100/steps.csv")
+    sys.exit(run(main, sys.argv[1]))

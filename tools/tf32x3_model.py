@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from sgemm_lab.config.records import Distribution  # noqa: E402
 from sgemm_lab.measure import verify  # noqa: E402
+from _cli import run  # noqa: E402 - tools/ is the script's folder
 
 
 def tf32(x: np.ndarray) -> np.ndarray:
@@ -105,4 +106,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))
