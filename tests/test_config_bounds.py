@@ -77,3 +77,16 @@ def test_a_quoted_number_in_a_file_is_still_refused(raw_config):
 def test_a_name_with_a_newline_is_refused(raw_config, name):
     with pytest.raises(ConfigError, match="run"):
         cfgmod.validate(dict(raw_config, run=name))
+
+
+def test_an_unknown_key_is_blamed_on_the_file_that_set_it(raw_config):
+    from sgemm_lab.config.files import Origins
+
+    cfg = dict(raw_config, bencj={"square": [1]})
+    with pytest.raises(ConfigError, match=r"^over.yaml: <top level>: Additional properties are not allowed"):
+        cfgmod.validate(cfg, origins=Origins([("config/config.yaml", raw_config), ("over.yaml", {"bencj": {}})]))
+
+
+def test_a_run_name_too_long_for_a_file_name_is_refused(raw_config):
+    with pytest.raises(ConfigError, match="is too long"):
+        cfgmod.validate(dict(raw_config, run="r" * 300))

@@ -83,7 +83,12 @@ def validate(raw: Mapping[str, Any], *, source: str = "config", origins: "Origin
     if errors:
         err = errors[0]
         more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise ConfigError(f"{where(err.absolute_path)}: {_where(err)}: {err.message}{more}")
+        path = list(err.absolute_path)
+        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            allowed = set(err.schema.get("properties", {}))
+            extra = sorted(k for k in err.instance if k not in allowed)
+            path += extra[:1]  # (the file that set the unknown key, not the schema's defaults)
+        raise ConfigError(f"{where(path)}: {_where(err)}: {err.message}{more}")
     rules.check_all(cfg, where)
     ids = [k["id"] for k in cfg["kernels"]]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
