@@ -11,10 +11,11 @@ try:
     # validated once, here, with every default filled in: the jobs receive the complete config and
     # build their records from it without the schema (sgemm_lab.config.load.from_dict(trusted=True)).
     # A refusal names the file that set the key (configfiles.smk read them).
-    _validated = validate(config, source="config", origins=Origins(CONFIG_FILES, COMMAND_LINE_CONFIG))
+    _origins = Origins(CONFIG_FILES, COMMAND_LINE_CONFIG)
+    _validated = validate(config, source="config", origins=_origins)
     config.clear()
     config.update(_validated)
-    LAB = from_dict(config, trusted=True)
+    LAB = from_dict(config, trusted=True, origins=_origins)
 except ConfigError as exc:
     raise WorkflowError(f"invalid configuration: {exc}")
 

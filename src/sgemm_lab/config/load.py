@@ -186,16 +186,19 @@ def from_dict(raw: Mapping[str, Any], *, source: str = "config", trusted: bool =
     out not to be complete is validated after all."""
     if trusted:
         try:
-            return _records(raw)
+            return _records(raw, source=source, origins=origins)
         except KeyError:
             pass
     cfg = validate(raw, source=source, origins=origins)
-    return _records(cfg, source=source if origins is None else origins.of(("kernels",)))
+    return _records(cfg, source=source, origins=origins)
 
 
-def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
+def _records(cfg: Mapping[str, Any], *, source: str = "config", origins: "Origins | None" = None) -> LabConfig:
+    """The records of a validated config; a stage's refusal names the file that set that stage
+    (``origins``), else ``source``."""
     kernels = []
-    for k in cfg["kernels"]:
+    for i, k in enumerate(cfg["kernels"]):
+        here = origins.of(("kernels", i)) if origins is not None else source
         grids = k["sweep"] if isinstance(k["sweep"], list) else ([k["sweep"]] if k["sweep"] else [])
         sweep = tuple(_frozen({name: tuple(vals) for name, vals in g.items()}) for g in grids)
         swept_names = list(dict.fromkeys(n for g in sweep for n in g))
@@ -242,7 +245,7 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config") -> LabConfig:
                     except ConfigError as exc:
                         raise ConfigError(f"kernel {spec.id}: candidates[{j}]: {exc}") from None
         except ConfigError as exc:
-            raise ConfigError(f"{source}: {exc}") from None
+            raise ConfigError(f"{here}: {exc}") from None
         kernels.append(spec)
     bench = cfg["bench"]
     shapes = [Shape(m=s, n=s, k=s) for s in bench["square"]] + [Shape.of(s) for s in bench["shapes"]]
