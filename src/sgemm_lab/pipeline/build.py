@@ -32,24 +32,26 @@ def precompile_specs(cfg: LabConfig, dev=None) -> list:
     """What the builds of ``cfg`` compile that is known before any GPU has measured anything: every plain
     GPU stage with its epilogue variants, and every candidate of a dispatch stage (autotuned stages are
     picked from their sweeps; host stages use the C compiler); with the device's limits ``dev``, also
-    every tile-sweep point that passes them (``sweep.sweep_todo``)."""
+    every tile-sweep point that passes them (``sweep.sweep_todo``). In the order the GPU's steps come to
+    need them beside it (the parallel default): the sweep points first (the tile sweep goes first on the
+    GPU), then the dispatch candidates (shape sweeps), then the stages and their epilogue variants."""
     from dataclasses import replace
 
     from ..dispatch.choice import candidate_specs
     from .sweep import sweep_todo
 
-    out = []
+    points, candidates, stages = [], [], []
     for spec in cfg.kernels:
         if spec.backend == "host" or spec.autotuned:
             continue
         if spec.dispatched:
-            out += candidate_specs(cfg, spec)
+            candidates += candidate_specs(cfg, spec)
         else:
-            out += [spec, *(replace(v, id=f"{spec.id}.epilogue{i}") for i, v in enumerate(_epilogue_variants(cfg, spec)))]
+            stages += [spec, *(replace(v, id=f"{spec.id}.epilogue{i}") for i, v in enumerate(_epilogue_variants(cfg, spec)))]
     if dev is not None:
         for spec in cfg.swept:
-            out += [replace(sp, id=f"{spec.id}.sweep{i}") for i, (_, sp, _) in enumerate(sweep_todo(cfg, spec, dev)[1])]
-    return out
+            points += [replace(sp, id=f"{spec.id}.sweep{i}") for i, (_, sp, _) in enumerate(sweep_todo(cfg, spec, dev)[1])]
+    return points + candidates + stages
 
 
 def precompile(cfg: LabConfig, *, env_json: Path, out: Path, jobs: int | None = None) -> None:
