@@ -36,8 +36,9 @@ def _lock(path: Path, exclusive=True):
 
 
 @as_root
-def test_a_folder_others_may_write_without_the_sticky_bit_is_refused(folder_env):
+def test_a_folder_others_may_write_without_the_sticky_bit_is_refused(folder_env, monkeypatch):
     folder = folder_env / "locks"
+    monkeypatch.setenv(lockfiles.LOCK_DIR_ENV, str(folder))  # the host's lock folder
     folder.mkdir()
     os.chown(folder, NOBODY, NOBODY)
     os.chmod(folder, 0o777)
@@ -60,10 +61,11 @@ def test_in_a_sticky_folder_a_neighbour_cannot_remove_a_held_lock(folder_env):
         assert (folder / "gpu.lock").exists()
 
 
-def test_a_link_in_place_of_the_folder_is_not_followed(folder_env):
+def test_a_link_in_place_of_the_folder_is_not_followed(folder_env, monkeypatch):
     elsewhere = folder_env / "theirs"
     elsewhere.mkdir()
     (folder_env / "locks").symlink_to(elsewhere)
+    monkeypatch.setenv(lockfiles.LOCK_DIR_ENV, str(folder_env / "locks"))  # the host's lock folder
     with pytest.raises(LabError, match="a link .* not followed"):
         with _lock(folder_env / "locks" / "gpu.lock"):
             pass
@@ -98,6 +100,15 @@ def test_the_hold_log_is_never_written_through_a_link(folder_env, monkeypatch, c
         with _lock(folder_env / "gpu.lock"):
             pass
     assert target.read_text() == "theirs\n" and "GPU lock log" in caplog.text
+
+
+def test_a_folder_of_one_s_own_may_be_reached_through_a_link(folder_env):
+    """results/ (no GPU) or SGEMM_LAB_GPU_LOCK's folder: one's own choice, not the neighbours' folder."""
+    (folder_env / "scratch").mkdir()
+    (folder_env / "results").symlink_to(folder_env / "scratch")
+    with _lock(folder_env / "results" / ".gpu.lock"):
+        pass
+    assert (folder_env / "scratch" / ".gpu.lock").is_file()
 
 
 def test_a_relative_lock_folder_is_refused(folder_env, monkeypatch):

@@ -99,16 +99,21 @@ def check_folder(folder: Path) -> None:
 
 def _ensure_folder(folder: Path) -> None:
     """``folder``, made if missing (the host's lock folder with mode 1777: every user may add locks, only
-    the owner of one may remove it), and checked (``check_folder``)."""
+    the owner of one may remove it). The host's folder, shared with neighbours, is checked
+    (``check_folder``); a folder of one's own choosing (``SGEMM_LAB_GPU_LOCK``'s, or ``results/`` where no
+    GPU is found) may be reached through a link."""
+    shared = folder == lock_dir()
     if not os.path.lexists(folder):
-        shared = folder == lock_dir()
         try:
             folder.mkdir(parents=True)
             if shared:
                 os.chmod(folder, 0o1777)  # (mkdir's mode is cut by the umask)
         except FileExistsError:
             pass
-    check_folder(folder)
+    if shared:
+        check_folder(folder)
+    elif not folder.is_dir():
+        raise _refuse(folder, "not a folder")
 
 
 def open_lock(path: Path):
