@@ -28,3 +28,18 @@ def test_a_bad_argument_is_one_line(tool, args):
     assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert lines and (len(lines) == 1 or "usage:" in proc.stderr), proc.stderr
+
+
+def test_replay_refuses_a_row_no_configuration_could_hold(tmp_path):
+    """A crafted row of 46341^3 (each operand over 2^31 - 1 elements): refused before any draw."""
+    import csv
+
+    rows = list(csv.DictReader(open(ROOT / "reports" / "h100" / "check.csv")))
+    row = dict(next(r for r in rows if r["seed"]), m="46341", n="46341", k="46341")
+    with open(tmp_path / "crafted.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerow(row)
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "replay.py"), str(tmp_path / "crafted.csv"), "--row",
+                           "0", "--inputs-only"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "2^31 - 1 elements" in proc.stderr and "Traceback" not in proc.stderr

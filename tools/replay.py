@@ -100,7 +100,19 @@ def problem_of(row: dict, cfg):
     dists = {d.name: d for d in cfg.check.distributions} | {"uniform": UNIFORM}
     if dist_name not in dists:
         raise LabError(f"distribution '{dist_name}' is not in the configuration (check.distributions)")
-    shape = Shape(m=int(row["m"]), n=int(row["n"]), k=int(row["k"]))
+    try:
+        shape = Shape(m=int(row["m"]), n=int(row["n"]), k=int(row["k"]))
+    except (KeyError, ValueError):
+        raise LabError(f"the row's shape is not three whole numbers: {row.get('m')}x{row.get('n')}x{row.get('k')}") from None
+    # a shape no configuration could ask for, or one this machine cannot hold, is refused before any draw
+    if min(shape.m, shape.n, shape.k) < 1 or max(shape.m * shape.k, shape.k * shape.n, shape.m * shape.n) > 2**31 - 1:
+        raise LabError(f"shape {shape.m}x{shape.n}x{shape.k}: dimensions below 1 or an operand over 2^31 - 1 elements, "
+                       "which no configuration accepts")
+    from sgemm_lab.config import footprint as fp
+
+    big = fp.too_big(fp.host_check_bytes(shape), fp.host_available_bytes(), "host")
+    if big:
+        raise LabError(f"shape {shape.m}x{shape.n}x{shape.k}: {big}")
     # the beta mode's alpha and beta: the modes differ only in which is set to 0
     return verify.make_problem(shape, alpha=cfg.check.alpha, beta=cfg.check.beta, seed=int(row["seed"]),
                                dist=dists[dist_name])
