@@ -34,7 +34,8 @@ def test_replay_refuses_a_row_no_configuration_could_hold(tmp_path):
     """A crafted row of 46341^3 (each operand over 2^31 - 1 elements): refused before any draw."""
     import csv
 
-    rows = list(csv.DictReader(open(ROOT / "reports" / "h100" / "check.csv")))
+    with open(ROOT / "reports" / "h100" / "check.csv") as fh:
+        rows = list(csv.DictReader(fh))
     row = dict(next(r for r in rows if r["seed"]), m="46341", n="46341", k="46341")
     with open(tmp_path / "crafted.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
