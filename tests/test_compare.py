@@ -95,3 +95,12 @@ def test_a_point_whose_spread_jumps_in_one_run_is_marked_unsteady():
     text = compare.markdown(df.reset_index(), order=["k1", "k2", "cublas"])
     assert "faster (unsteady in A)" in text and "**Unsteady points**" in text and "| `k1` | 64³ | A | 112.3% | 2.6% |" in text
     assert compare.across_shapes(df.reset_index(), order=["k1"]).set_index("kernel").loc["k1", "unsteady"] == 1
+
+
+def test_a_comparison_of_long_names_gets_a_folder_a_file_system_can_make():
+    from sgemm_lab.report.compare import output_dir
+
+    runs = ["probes/" + "a" * 120, "probes/" + "b" * 120, "probes/" + "c" * 120]
+    name = output_dir(runs).removeprefix("reports/compare/")
+    assert len(name) <= 200 and name != output_dir(runs[:2]).removeprefix("reports/compare/")
+    assert output_dir(["h100", "h200"]) == "reports/compare/h100-vs-h200"

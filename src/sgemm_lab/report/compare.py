@@ -52,8 +52,14 @@ COLUMNS = ["kernel", "m", "n", "k", "run_a", "run_b", "gpu_a", "gpu_b", "median_
 
 def output_dir(runs: list[str]) -> str:
     """Where the comparison of ``runs`` goes: reports/compare/<run>-vs-<run>..., slashes of probe runs
-    (probes/<name>) as underscores."""
-    return "reports/compare/" + "-vs-".join(r.replace("/", "_") for r in runs)
+    (probes/<name>) as underscores; a name past what a file name may hold (255) is cut at 180 characters
+    and a hash of the whole added, so that it stays one folder of its own."""
+    import hashlib
+
+    name = "-vs-".join(r.replace("/", "_") for r in runs)
+    if len(name) > 200:
+        name = name[:180] + "-" + hashlib.sha256(name.encode()).hexdigest()[:16]
+    return "reports/compare/" + name
 
 
 def _rel_se(median, iqr, reps):
