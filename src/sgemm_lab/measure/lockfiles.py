@@ -3,8 +3,9 @@
 A GPU belongs to one host, so its lock is one per host, shared by every checkout and every user there:
 ``/tmp/sgemm-lab-locks/gpu.<uuid>.lock`` (``HOST_LOCK_DIR``; ``SGEMM_LAB_LOCK_DIR`` names another folder,
 ``SGEMM_LAB_GPU_LOCK`` one lock file with each GPU's beside it; see ``gpulock`` for who takes which).
-A folder every user may write is a folder a neighbour may tamper with, so what is found is checked
-before it is trusted (``check_folder``): a link is not followed (the folder could be anyone's), the
+A folder every user may write is a folder a neighbour may tamper with, so the host's lock folder is
+checked before it is trusted (``check_folder``; a folder of one's own choosing, ``results/`` or
+``SGEMM_LAB_GPU_LOCK``'s, may be a link): a link is not followed (the folder could be anyone's), the
 folder must be a folder, and one that others may write must have the sticky bit (else another user
 could remove a held lock file and take the lock of a new file of the same name beside it). A lock file
 must be a regular file (a FIFO or a device in its place is refused), opened without following links,
