@@ -164,8 +164,9 @@ def gpu_sim(tmp_path, monkeypatch, raw_config):
     return registry, raw_config, plain[2:5], tmp_path
 
 
-def test_a_build_keeps_the_lock_of_its_context_and_a_timing_step_never_sees_it(gpu_sim):
-    registry, raw, stages, tmp = gpu_sim
+def _build_beside_a_timer(registry: Path, raw: dict, stages: list[str], tmp: Path):
+    """The build job and, once its first stage has loaded its module, a timing step beside it: (the
+    builder process, what the timer saw in each of its 5 rounds)."""
     ctx = mp.get_context("fork")
     out = ctx.Queue()
     builder = ctx.Process(target=_builder, args=(raw, stages, tmp, 0.3))
@@ -177,6 +178,12 @@ def test_a_build_keeps_the_lock_of_its_context_and_a_timing_step_never_sees_it(g
     seen = out.get(timeout=60)
     timer.join(10)
     builder.join(10)
+    return builder, seen
+
+
+def test_a_build_keeps_the_lock_of_its_context_and_a_timing_step_never_sees_it(gpu_sim):
+    registry, raw, stages, tmp = gpu_sim
+    builder, seen = _build_beside_a_timer(registry, raw, stages, tmp)
     assert builder.exitcode == 0
     # each stage's record written (the build went on under the lock it kept)
     assert all((tmp / f"{s}.json").is_file() for s in stages)
@@ -188,17 +195,7 @@ def test_today_s_failure_is_what_the_timer_would_see(gpu_sim, monkeypatch):
     lock between two stages and sees the builder's context beside it. (The check is not blind.)"""
     registry, raw, stages, tmp = gpu_sim
     monkeypatch.setattr(gpulock, "_context_started", lambda: False)  # the lock no longer knows of the context
-    ctx = mp.get_context("fork")
-    out = ctx.Queue()
-    builder = ctx.Process(target=_builder, args=(raw, stages, tmp, 0.3))
-    builder.start()
-    while not _holders(registry):
-        time.sleep(0.005)
-    timer = ctx.Process(target=_timer, args=(registry, 5, out))
-    timer.start()
-    seen = out.get(timeout=60)
-    timer.join(10)
-    builder.join(10)
+    builder, seen = _build_beside_a_timer(registry, raw, stages, tmp)
     assert any(f"pid {builder.pid} " in s and "518 MiB" in s for s in seen), seen
 
 

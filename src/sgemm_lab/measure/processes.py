@@ -150,12 +150,15 @@ def run_pids(pid: int | None = None) -> set[int]:
         if _is_snakemake(up):
             root = up
         up = parents.get(up)
-    if root is None:
-        return set()
+    return set() if root is None else _descendants(root, parents)
+
+
+def _descendants(pid: int, parents: dict[int, int]) -> set[int]:
+    """``pid`` and every process below it, from the pid -> parent map ``parents``."""
     children: dict[int, list[int]] = {}
     for child, parent in parents.items():
         children.setdefault(parent, []).append(child)
-    out, todo = {root}, [root]
+    out, todo = {pid}, [pid]
     while todo:
         for child in children.get(todo.pop(), ()):
             if child not in out:
@@ -169,17 +172,8 @@ def own_pids(pid: int | None = None) -> set[int]:
     from its point of view."""
     pid = os.getpid() if pid is None else pid
     parents = _parents()
-    own, up = {pid}, parents.get(pid)
+    own, up = _descendants(pid, parents), parents.get(pid)
     while up and up not in own:
         own.add(up)
         up = parents.get(up)
-    children: dict[int, list[int]] = {}
-    for child, parent in parents.items():
-        children.setdefault(parent, []).append(child)
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            if child not in own:
-                own.add(child)
-                todo.append(child)
     return own
