@@ -28,6 +28,13 @@ def _epilogue_variants(cfg: LabConfig, spec) -> list:
     return out
 
 
+def _stage_specs(cfg: LabConfig, spec) -> list:
+    """What a plain GPU stage's build compiles: the stage and its epilogue variants (named after it)."""
+    from dataclasses import replace
+
+    return [spec, *(replace(v, id=f"{spec.id}.epilogue{i}") for i, v in enumerate(_epilogue_variants(cfg, spec)))]
+
+
 def precompile_specs(cfg: LabConfig, dev=None) -> list:
     """What the builds of ``cfg`` compile that is known before any GPU has measured anything: every plain
     GPU stage with its epilogue variants, and every candidate of a dispatch stage (autotuned stages are
@@ -47,7 +54,7 @@ def precompile_specs(cfg: LabConfig, dev=None) -> list:
         if spec.dispatched:
             candidates += candidate_specs(cfg, spec)
         else:
-            stages += [spec, *(replace(v, id=f"{spec.id}.epilogue{i}") for i, v in enumerate(_epilogue_variants(cfg, spec)))]
+            stages += _stage_specs(cfg, spec)
     if dev is not None:
         for spec in cfg.swept:
             points += [replace(sp, id=f"{spec.id}.sweep{i}") for i, (_, sp, _) in enumerate(sweep_todo(cfg, spec, dev)[1])]
@@ -99,7 +106,7 @@ def compile_ahead(cfg: LabConfig, kernels: list[str], *, env_json: Path, jobs: i
         spec = cfg.kernel(impl)
         if spec.backend == "host" or spec.autotuned or spec.dispatched:
             continue
-        specs += [spec, *_epilogue_variants(cfg, spec)]
+        specs += _stage_specs(cfg, spec)
     if not specs:
         return
     env = io.read_json(env_json)
