@@ -17,6 +17,9 @@ CASES = [
     ("sass_loops.py", ["/nonexistent.cubin"]),
     ("tf32x3_model.py", ["--bogus"]),
     ("check_config.py", ["/nonexistent.yaml"]),
+    ("gpu_timeline.py", ["/nonexistent.jsonl"]),
+    ("gpu_timeline.py", [str(ROOT / "README.md")]),
+    ("gpu_timeline.py", ["/dev/null"]),
 ]
 
 

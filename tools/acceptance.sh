@@ -13,6 +13,8 @@
 #   rerender   snakemake --cores 1 rerender --config rerender=$REF    (the report drawn again, CPU only)
 #   slurm      the .test configuration through SLURM on this host (tools/slurm_gpu_host.sh), when the
 #              folder of its .debs (.slurm, `bash tools/slurm_gpu_host.sh fetch`) is there
+# Every GPU lock a path's steps held is logged ($dest/NAME-locks.jsonl, drawn by tools/gpu_timeline.py
+# as NAME-gpu.md: when each step held the GPU, and the gaps in which none did).
 # "Cold": the run's results and PyCUDA's compile cache removed first. The pipeline's environment is set
 # up once before the first path (its minutes are not a path's). The reference's reports/$REF is packed
 # as the serial path left it, before the edit path changes it.
@@ -88,10 +90,12 @@ path() {
   echo "== $name: $* ($(date -Is))"
   local t0 t1
   t0=$(date +%s%N)
-  "$@" > "$dest/$name.log" 2>&1
+  SGEMM_LAB_LOCK_LOG="$PWD/$dest/$name-locks.jsonl" "$@" > "$dest/$name.log" 2>&1
   local rc=$?
   t1=$(date +%s%N)
   tail -3 "$dest/$name.log"
+  # who held the GPU when (tools/gpu_timeline.py), for the paths that used it
+  [ -s "$dest/$name-locks.jsonl" ] && "$PY" tools/gpu_timeline.py "$dest/$name-locks.jsonl" > "$dest/$name-gpu.md" 2>&1
   "$PY" tools/acceptance.py row --csv "$csv" --path "$name" --command "$*" --rc "$rc" \
     --wall-ns "$((t1 - t0))" --started-ns "$t0" --run "$run" --expect-rerun "$expect"
 }
