@@ -22,6 +22,19 @@ ensure_env() {
     source "$venv/bin/activate"
     py=python
   fi
+  # A venv made here remembers the pins it was installed from (the list and the lists it includes): the
+  # same pins again skip pip, which takes seconds even when nothing is missing.
+  local stamp="" want=""
+  if [ -n "$venv" ]; then
+    stamp="$venv/.installed-from"
+    want=$(_pins_digest "$requirements" "$py")
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+      echo "== $requirements installed in $venv already (to install again: rm $stamp)"
+      PY=$py
+      return 0
+    fi
+    rm -f "$stamp"
+  fi
   echo "== installing $requirements into $("$py" -c 'import sys; print(sys.prefix)')"
   if ! "$py" -m pip install --quiet --disable-pip-version-check -r "$requirements"; then
     if [ "$created" = 1 ]; then
@@ -33,5 +46,32 @@ ensure_env() {
     fi
     exit 1
   fi
+  if [ -n "$stamp" ]; then
+    echo "$want" > "$stamp"
+  fi
   PY=$py
+}
+
+# _pins_digest REQUIREMENTS PYTHON: a digest of the list, the lists it names (-r, -c) and the interpreter's version
+_pins_digest() {
+  local requirements=$1 py=$2
+  "$py" - "$requirements" <<'PY'
+import hashlib, re, sys
+from pathlib import Path
+
+def text(path, depth=0):
+    body = Path(path).read_bytes()
+    out = body
+    for line in body.decode(errors="replace").splitlines():
+        hit = re.match(r"^\s*-[rc]\s*(\S+)", line)
+        if hit and depth < 8:
+            out += text(Path(path).parent / hit.group(1), depth + 1)
+    return out
+
+try:
+    print(hashlib.sha256(text(sys.argv[1]) + sys.version.encode()).hexdigest())
+except OSError:  # a list pip cannot read either: a digest no stamp holds, so pip runs and says why
+    import uuid
+    print(uuid.uuid4().hex)
+PY
 }

@@ -45,3 +45,24 @@ def test_a_good_install_keeps_the_venv_and_names_its_python(tmp_path):
     assert out.returncode == 0, out
     assert (tmp_path / ".venv" / "t" / "bin" / "python").exists()
     assert out.stdout.strip().splitlines()[-1] == "PY=python"
+
+
+def test_the_same_pins_again_skip_pip_and_a_changed_list_installs_again(tmp_path):
+    (tmp_path / "base.txt").write_text("")
+    (tmp_path / "req.txt").write_text("-r base.txt\n")
+    first = _ensure_env(tmp_path, "t", "req.txt")
+    assert first.returncode == 0 and "== installing req.txt" in first.stdout, first
+    again = _ensure_env(tmp_path, "t", "req.txt")
+    assert again.returncode == 0 and "installed in" in again.stdout and "== installing" not in again.stdout, again
+    assert again.stdout.strip().splitlines()[-1] == "PY=python"
+    (tmp_path / "base.txt").write_text("# a pin changed in an included list\n")
+    changed = _ensure_env(tmp_path, "t", "req.txt")
+    assert changed.returncode == 0 and "== installing req.txt" in changed.stdout, changed
+    # a failed install leaves no stamp behind: the next call runs pip again
+    (tmp_path / "req.txt").write_text("sgemm-lab-no-such-package==1.0\n")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    failed = _ensure_env(tmp_path, "t", "req.txt", env_extra={"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)})
+    assert failed.returncode == 1 and not (tmp_path / ".venv" / "t" / ".installed-from").exists()
+    (tmp_path / "req.txt").write_text("-r base.txt\n")
+    assert "== installing req.txt" in _ensure_env(tmp_path, "t", "req.txt").stdout

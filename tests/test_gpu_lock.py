@@ -344,3 +344,54 @@ def test_two_checkouts_on_one_host_take_turns_on_its_gpu(tmp_path):
                                         [str(tmp_path / "clone-b"), str(tmp_path / "clone-a")])
     assert {h["lock"] for h in held} == {str(host / "gpu.GPU-5151.lock")} and {h["mode"] for h in held} == {"exclusive"}
     assert held[0]["released"] <= held[1]["got"]  # one after the other
+
+
+KEPT_LOG = r"""
+import multiprocessing as mp
+import sys
+from concurrent.futures import ProcessPoolExecutor
+
+from fake_nvml import FakeGpu, FakeNvml
+from sgemm_lab.gpu import discovery as devices
+from sgemm_lab.measure import gpulock
+
+devices._open_library = lambda: FakeNvml([FakeGpu("GPU-5151")])
+STARTED = [False]
+gpulock._context_started = lambda: STARTED[0]
+
+
+def worker(mode):
+    with gpulock.gpu_lock(exclusive=mode == "exclusive"):
+        STARTED[0] = True  # as if CUDA started under the lock: it is kept until the process ends
+    return gpulock.kept_lock() is not None
+
+
+if __name__ == "__main__":
+    with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("fork")) as pool:
+        assert pool.submit(worker, "shared").result()  # a worker that ends by os._exit
+    assert worker("shared")  # and this process, which ends by atexit
+"""
+
+
+def test_kept_locks_are_logged_once_also_by_workers_that_end_by_os_exit(tmp_path):
+    """The lock log has every hold, also the kept lock of a multiprocessing worker (a build's or a point's
+    process), which ends by os._exit after multiprocessing's own exit hooks, not by atexit; and a process
+    with both hooks logs its kept lock once."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    tests = Path(__file__).resolve().parent
+    script = tmp_path / "kept.py"
+    script.write_text(KEPT_LOG)
+    env = {k: v for k, v in os.environ.items()
+           if k not in (lockfiles.LOCK_ENV, gpulock.PIN_ENV, "CUDA_VISIBLE_DEVICES")}
+    env.update(SGEMM_LAB_LOCK_DIR=str(tmp_path / "host"), SGEMM_LAB_LOCK_LOG=str(tmp_path / "locks.jsonl"),
+               PYTHONPATH=os.pathsep.join([str(tests.parent / "src"), str(tests)]))
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    held = [json.loads(line) for line in (tmp_path / "locks.jsonl").read_text().splitlines()]
+    assert len(held) == 2 and len({h["pid"] for h in held}) == 2, held
+    assert {h["mode"] for h in held} == {"shared"} and all(h["got"] <= h["released"] for h in held)

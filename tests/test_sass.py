@@ -42,3 +42,26 @@ def test_record_reads_a_real_cubin(tmp_path):
     subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-o", str(tmp_path / "k.cubin"), str(src)], check=True)
     rec = sass.record((tmp_path / "k.cubin").read_bytes(), "k")
     assert rec["sass_ffma"] == 1 and rec["sass_total"] > rec["sass_ffma"] and rec["sass_hmma"] == 0
+
+
+def test_listed_ahead_once_per_binary_and_read_back_by_record(monkeypatch):
+    """A build job lists its stages' SASS side by side before its first module load (it holds the GPU from
+    then on): each distinct binary is listed once, and the build's own record() lists nothing again."""
+    text = (FIX / "14_wmma_tf32.sass").read_text()
+    calls = []
+
+    def fake_listing(path):
+        calls.append(path.read_bytes())
+        return text
+
+    monkeypatch.setattr(sass, "listing", fake_listing)
+    monkeypatch.setattr(sass, "_RECORDS", {})
+    a, b = b"\x7fELF one binary", b"\x7fELF another"
+    sass.records_ahead([(a, "sgemm_wmma_tf32"), (b, "sgemm_wmma_tf32"), (a, "sgemm_wmma_tf32"), (None, "x")], jobs=4)
+    assert sorted(calls) == sorted([a, b])
+    rec = sass.record(a, "sgemm_wmma_tf32")
+    assert rec["sass_hmma"] == 64 and len(calls) == 2
+    rec["sass_hmma"] = 0  # a copy: the kept record is not changed through it
+    assert sass.record(a, "sgemm_wmma_tf32")["sass_hmma"] == 64
+    # another entry of the same binary is another record
+    assert sass.record(a, "another_function") == {} and len(calls) == 3

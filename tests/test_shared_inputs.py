@@ -75,3 +75,61 @@ def test_every_implementation_gets_the_same_check_seed_per_point():
     assert a == check_seed(7, SHAPE, "normal")
     assert len({a, check_seed(7, SHAPE, "uniform"), check_seed(8, SHAPE, "normal"),
                 check_seed(7, Shape(m=37, n=19, k=302), "normal")}) == 4
+
+
+def test_baseline_errors_are_made_once_per_point_and_library(tmp_path):
+    """cuBLAS's error at each mode, kept beside the point's inputs by the first check and read by the rest;
+    another library version or GPU (tag) makes its own; a damaged record is made again."""
+    from sgemm_lab.measure.runners import baseline_errors as from_run
+
+    p, refs = shared_inputs.problem(tmp_path, SHAPE, **ARGS)
+    a, b, c = (np.asarray(x, dtype=np.float64) for x in (p.a, p.b, p.c))
+
+    def cublas_like(alpha, beta, poison):  # an FP32 GEMM in another order than the reference's
+        c0 = np.full_like(c, np.nan) if poison else c
+        return (np.float32(alpha) * (p.a @ p.b) + (np.float32(beta) * c0 if beta != 0 else 0)).astype(np.float32)
+
+    made = []
+
+    def make():
+        made.append(1)
+        return from_run(p, refs, cublas_like)
+
+    first = shared_inputs.baseline_errors(tmp_path, SHAPE, **ARGS, tag="cublas1-GPU-a", make=make)
+    assert set(first) == set(shared_inputs.MODES) and 0 < first["beta"] < 1e-5 and first["alpha0"] < 1e-6
+    again = shared_inputs.baseline_errors(tmp_path, SHAPE, **ARGS, tag="cublas1-GPU-a", make=make)
+    assert again == first and len(made) == 1
+    shared_inputs.baseline_errors(tmp_path, SHAPE, **ARGS, tag="cublas2-GPU-a", make=make)
+    assert len(made) == 2
+    kept = next(tmp_path.glob("*/baseline-cublas1-GPU-a.json"))
+    for damage in ("", "{", '{"beta": 1.0}', '{"beta": "x", "beta0_poisoned": 0.0, "alpha0": 0.0}', "[]",
+                   '{"beta": -1.0, "beta0_poisoned": 0.0, "alpha0": 0.0}'):
+        kept.write_text(damage)
+        assert shared_inputs.baseline_errors(tmp_path, SHAPE, **ARGS, tag="cublas1-GPU-a", make=make) == first
+    assert len(made) == 8
+    # no tag (not pinned to a known GPU) or no root: made every time, nothing kept
+    shared_inputs.baseline_errors(tmp_path, SHAPE, **ARGS, tag=None, make=make)
+    shared_inputs.baseline_errors(None, SHAPE, **ARGS, tag="cublas1-GPU-a", make=make)
+    assert len(made) == 10 and len(list(tmp_path.glob("*/baseline-*.json"))) == 2
+
+
+def test_rows_from_kept_baseline_errors_are_the_rows_from_its_runs(tmp_path):
+    """A check against kept errors says what a check that ran cuBLAS itself says, row for row."""
+    from sgemm_lab.config.records import CheckSettings
+    from sgemm_lab.measure.runners import _check_rows, baseline_errors
+
+    p, refs = shared_inputs.problem(tmp_path, SHAPE, **ARGS)
+
+    def fp32(alpha, beta, poison):
+        c0 = np.full_like(p.c, np.nan) if poison else p.c
+        return (np.float32(alpha) * (p.a @ p.b) + (np.float32(beta) * c0 if beta != 0 else 0)).astype(np.float32)
+
+    def stage(alpha, beta, poison):  # a TF32-like stage: inputs rounded to 10 mantissa bits
+        q = lambda x: (np.asarray(x).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)  # noqa: E731
+        c0 = np.full_like(p.c, np.nan) if poison else p.c
+        return (np.float32(alpha) * (q(p.a) @ q(p.b)) + (np.float32(beta) * c0 if beta != 0 else 0)).astype(np.float32)
+
+    check = CheckSettings(shapes=(), alpha=1.25, beta=-0.75, tolerance_factor=10)
+    ran = _check_rows(p, refs, stage, "fp32", check, fp32)
+    kept = _check_rows(p, refs, stage, "fp32", check, baseline_errors(p, refs, fp32))
+    assert ran == kept and not ran[0]["passed"] and ran[0]["fp32_basis"] == "cublas"

@@ -66,6 +66,8 @@ rule plot:
         status=f"{RESULTS}/status/plot.json",
     log:
         f"{RESULTS}/logs/plot.log",
+    # the figures are drawn side by side, one process each (the step runs at the end, alone)
+    threads: all_cores()
     conda:
         "../../env/conda.yaml"
     script:

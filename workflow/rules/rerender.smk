@@ -18,6 +18,7 @@ if RERENDER:
             tables=[f"reports/{RERENDER}/{name}" for name in RUN_TABLES],
         log:
             f"{RESULTS}/logs/rerender_{RERENDER}.log",
+        threads: all_cores()  # the figures drawn side by side
         params:
             run_dir=f"reports/{RERENDER}",
             configfiles=[path for path, _ in CONFIG_FILES[1:]],

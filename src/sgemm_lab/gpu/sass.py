@@ -75,9 +75,40 @@ def listing(cubin: Path) -> str | None:
     return out.stdout if out.returncode == 0 else None
 
 
+# What record() found, by the binary's hash and entry: a build job lists every stage's SASS ahead, side
+# by side, before its first module load (``records_ahead``), since a listing takes cuobjdump 0.4-0.8 s and
+# the job holds the GPU from that load to its end.
+_RECORDS: dict[tuple[str, str], dict] = {}
+
+
+def _memo_key(cubin: bytes, entry: str) -> tuple[str, str]:
+    import hashlib
+
+    return hashlib.sha256(cubin).hexdigest(), entry
+
+
+def records_ahead(items: list[tuple[bytes, str]], jobs: int) -> None:
+    """``record`` of each (cubin, entry) in ``items``, in ``jobs`` threads (each waits on a cuobjdump
+    process), kept for the later calls of this process."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    todo = list({_memo_key(c, e): (c, e) for c, e in items if c}.values())
+    if not todo:
+        return
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(todo)))) as pool:
+        list(pool.map(lambda item: record(*item), todo))
+
+
 def record(cubin: bytes, entry: str) -> dict:
     """``sass_<family>`` counts (lower case) and ``sass_total`` of ``entry`` in ``cubin``; empty when
     cuobjdump is not available or cannot read it (the build goes on without them)."""
+    key = _memo_key(cubin, entry)
+    if key not in _RECORDS:
+        _RECORDS[key] = _record(cubin, entry)
+    return dict(_RECORDS[key])
+
+
+def _record(cubin: bytes, entry: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)

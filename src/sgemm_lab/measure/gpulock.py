@@ -187,8 +187,11 @@ class gpu_lock:
         if self.pin_self and _context_started():  # the context outlives this block: so does the lock
             if not _KEPT or all(pid != os.getpid() for pid, _ in _KEPT):
                 import atexit
+                from multiprocessing import util
 
                 atexit.register(_log_kept)
+                # a multiprocessing child (a point's or a build's worker) ends by os._exit, after these
+                util.Finalize(None, _log_kept, exitpriority=0)
             _KEPT.append((os.getpid(), self))
             self._close_last()
             return False
@@ -224,9 +227,11 @@ class gpu_lock:
 
 
 def _log_kept() -> None:
-    """The lock-log line of a kept lock, as its process ends (the kernel then drops the lock)."""
+    """The lock-log line of a kept lock, as its process ends (the kernel then drops the lock); once,
+    whichever of the exit hooks comes first."""
     for pid, lk in _KEPT:
-        if pid == os.getpid():
+        if pid == os.getpid() and not getattr(lk, "_logged", False):
+            lk._logged = True
             lk._log(time.time())
 
 

@@ -37,25 +37,39 @@ class TimingSettings:
     rewarm_ms: float | None = None  # see gpu.timing.warm_enough
 
 
+def _modes(problem: verify.Problem, refs) -> tuple:
+    """The three check modes: (name, alpha, beta, reference, terms of the reference, C poisoned)."""
+    scaled_c = problem.beta * problem.c.astype(np.float64)
+    return (("beta", problem.alpha, problem.beta, refs[0], (refs[1], scaled_c), False),
+            ("beta0_poisoned", problem.alpha, 0.0, refs[1], (), True),
+            ("alpha0", 0.0, problem.beta, scaled_c, (), False))
+
+
+def baseline_errors(problem: verify.Problem, refs, baseline) -> dict[str, float]:
+    """cuBLAS strict FP32's relative error at each check mode: ``baseline`` is its ``run(alpha, beta,
+    poison) -> output`` on the point's inputs. The same for every stage checked on these inputs, so a check
+    job keeps it with them (``shared_inputs.baseline_errors``)."""
+    return {mode: verify.compare(baseline(alpha, beta, poison), ref, math.inf, scale=verify.scale_of(ref, terms)).rel_err
+            for mode, alpha, beta, ref, terms, poison in _modes(problem, refs)}
+
+
 def _check_rows(problem: verify.Problem, refs, run, precision: str, check: CheckSettings, baseline=None) -> list[dict]:
     """Run ``run(alpha, beta, poison) -> output`` for the three verification modes and compare with
     ``refs`` (alpha*A@B + beta*C and alpha*A@B) or, for alpha = 0, with beta*C.
 
-    ``baseline`` (same signature: cuBLAS strict FP32 on the same inputs, or None where there is no GPU)
-    sets the FP32 class's relative limit at each mode (``verify.fp32_limit``); a stage of class
-    ``precision`` is held to ``verify.limit_for``. Every row records cuBLAS's error and the FP32 limit,
-    whatever the stage's class, so that a TF32 result can be shown to fail the FP32 class."""
-    scaled_c = problem.beta * problem.c.astype(np.float64)
+    ``baseline`` (cuBLAS strict FP32 on the same inputs: its errors by mode, ``baseline_errors``, or its
+    run function; None where there is no GPU) sets the FP32 class's relative limit at each mode
+    (``verify.fp32_limit``); a stage of class ``precision`` is held to ``verify.limit_for``. Every row
+    records cuBLAS's error and the FP32 limit, whatever the stage's class, so that a TF32 result can be
+    shown to fail the FP32 class."""
+    if callable(baseline):
+        baseline = baseline_errors(problem, refs, baseline)
     k = problem.shape.k
     rows = []
-    for mode, alpha, beta, ref, terms, poison in (
-            ("beta", problem.alpha, problem.beta, refs[0], (refs[1], scaled_c), False),
-            ("beta0_poisoned", problem.alpha, 0.0, refs[1], (), True),
-            ("alpha0", 0.0, problem.beta, scaled_c, (), False)):
+    for mode, alpha, beta, ref, terms, poison in _modes(problem, refs):
         out = run(alpha, beta, poison)
-        scale = verify.scale_of(ref, terms)  # once for the stage and cuBLAS
-        lib_err = (verify.compare(baseline(alpha, beta, poison), ref, math.inf, scale=scale).rel_err
-                   if baseline is not None else math.nan)
+        scale = verify.scale_of(ref, terms)
+        lib_err = float(baseline[mode]) if baseline is not None else math.nan
         limit32 = verify.fp32_limit(k, check, lib_err)
         tol = verify.limit_for(precision, k, check, lib_err)
         v = verify.compare(out, ref, tol, scale=scale)
@@ -126,6 +140,17 @@ class CublasBaseline:
     def for_problem(self, problem: verify.Problem, bufs):
         return device_run(self.launch, self.stream, bufs, problem)
 
+    def errors(self, problem: verify.Problem, refs, bufs, inputs: Path | None, dist: Distribution) -> dict[str, float]:
+        """cuBLAS's error at each check mode on ``problem``: kept with the point's shared inputs under
+        ``inputs`` for the GPU this process is pinned to and this cuBLAS (``shared_inputs``), else run here."""
+        from .shared_inputs import baseline_errors as kept
+
+        gpu = device_columns().get("device_uuid")
+        tag = f"cublas{self.launch.version}-{gpu}" if gpu else None
+        p = problem
+        return kept(inputs if tag else None, p.shape, alpha=p.alpha, beta=p.beta, seed=p.seed, dist=dist, tag=tag,
+                    make=lambda: baseline_errors(p, refs, self.for_problem(p, bufs)))
+
     def close(self) -> None:
         self.launch.close()
 
@@ -182,7 +207,7 @@ class GpuRunner(_Tolerance):
         bufs = Buffers(shape)
         try:
             rows = _check_rows(p, refs, self._run_fn(bufs, p), self.precision, self.cfg.check,
-                               self._baseline.for_problem(p, bufs))
+                               self._baseline.errors(p, refs, bufs, inputs, dist))
         finally:
             bufs.free()
         return [dict(r, **self.device_columns()) for r in rows]
@@ -281,7 +306,7 @@ class HostRunner(_Tolerance):
 
         return run
 
-    def _checked(self, p: verify.Problem, refs) -> list[dict]:
+    def _checked(self, p: verify.Problem, refs, *, inputs: Path | None = None, dist: Distribution = UNIFORM) -> list[dict]:
         """The check modes, against cuBLAS on the same inputs where this process holds a GPU (its step took
         the GPU lock and pinned it); else the FP32 class has its absolute bound alone (fp32_basis)."""
         from .gpulock import pinned
@@ -293,7 +318,7 @@ class HostRunner(_Tolerance):
 
                 self._baseline = self._baseline or CublasBaseline()
                 bufs = Buffers(p.shape)
-                baseline = self._baseline.for_problem(p, bufs)
+                baseline = self._baseline.errors(p, refs, bufs, inputs, dist)
             return _check_rows(p, refs, self._run_fn(p), self.precision, self.cfg.check, baseline)
         finally:
             if bufs is not None:
@@ -303,7 +328,7 @@ class HostRunner(_Tolerance):
         from .shared_inputs import problem
 
         return self._checked(*problem(inputs, shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed,
-                                      dist=dist))
+                                      dist=dist), inputs=inputs, dist=dist)
 
     def bench(self, shape: Shape, seed: int, timing: TimingSettings) -> dict:
         p = verify.make_problem(shape, alpha=self.cfg.check.alpha, beta=self.cfg.check.beta, seed=seed)

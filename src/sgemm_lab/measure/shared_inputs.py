@@ -12,17 +12,25 @@ alpha, beta, and the NumPy version (whose generators define the draws). A folder
 temporary name and renamed when complete, so a reader finds a whole entry or none; two jobs that reach a
 point at once both compute it, and the second rename loses harmlessly. Without a root (tests, the
 replay tool) nothing is kept.
+
+cuBLAS's error on a point's inputs at each check mode (the basis of the FP32 class's limit) is the same for
+every stage checked there, so the first check to reach the point keeps it beside the arrays
+(``baseline-<tag>.json``, the tag naming the cuBLAS version and the GPU's UUID) and the others read it
+instead of running cuBLAS again: 25 stages, one run of cuBLAS a point and mode.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
 import shutil
 import uuid
 from dataclasses import asdict
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -72,3 +80,33 @@ def problem(root: Path | None, shape: Shape, *, alpha: float, beta: float, seed:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return p, refs
+
+
+MODES = ("beta", "beta0_poisoned", "alpha0")
+
+
+def baseline_errors(root: Path | None, shape: Shape, *, alpha: float, beta: float, seed: int, dist: Distribution,
+                    tag: str | None, make: Callable[[], dict]) -> dict[str, float]:
+    """The library baseline's error at each check mode on the point's inputs: read from the point's folder
+    under ``root`` when a job has kept it there for ``tag`` (library and GPU), else ``make()``, kept there
+    (once the folder exists: ``problem`` makes it) for the jobs after this one. A file that is not a
+    whole record of every mode is not trusted: made again and replaced."""
+    folder = root / key(shape, alpha=alpha, beta=beta, seed=seed, dist=dist) if root is not None and tag else None
+    path = folder / f"baseline-{re.sub(r'[^A-Za-z0-9._-]', '_', tag)}.json" if folder is not None else None
+    if path is not None and path.is_file():
+        try:
+            kept = json.loads(path.read_text())
+            if isinstance(kept, dict) and set(kept) == set(MODES) and all(
+                    isinstance(v, float) and (v >= 0 or math.isnan(v)) for v in kept.values()):
+                return kept
+        except (OSError, ValueError):
+            pass  # made again below
+    errs = {mode: float(v) for mode, v in make().items()}
+    if path is not None and folder.is_dir():
+        tmp = folder / f".{path.name}.{uuid.uuid4().hex}"
+        try:
+            tmp.write_text(json.dumps(errs))
+            os.replace(tmp, path)  # whole or absent for a reader; the last of two writers wins harmlessly
+        except OSError:
+            tmp.unlink(missing_ok=True)
+    return errs

@@ -94,7 +94,8 @@ def compile_ahead(cfg: LabConfig, kernels: list[str], *, env_json: Path, jobs: i
     """Compile the plain GPU stages among ``kernels`` (with their epilogue variants) side by side, nvcc
     only, into the run's folder of binaries (``gpu.build.prebuilt_dir``), before a build job's first
     stage takes the GPU: the job keeps the GPU lock from its first module load to its end (a CUDA context
-    lives as long as its process, ``measure.gpulock``), so its compiles must not run inside it. What is
+    lives as long as its process, ``measure.gpulock``), so its compiles, and the SASS listings of the
+    build records (``gpu.sass.records_ahead``), must not run inside it. What is
     there already (from the precompile step) is not compiled again; a stage that does not compile is left
     to its own build, which records the error."""
     import os
@@ -109,12 +110,18 @@ def compile_ahead(cfg: LabConfig, kernels: list[str], *, env_json: Path, jobs: i
         specs += _stage_specs(cfg, spec)
     if not specs:
         return
+    from ..gpu.sass import records_ahead
+
     env = io.read_json(env_json)
     t0 = time.perf_counter()
-    compile_many(specs, env["gpu"]["arch"], jobs=jobs or os.cpu_count() or 1,
-                 prebuilt=prebuilt_dir(env_json.parent, env), keep=True)
-    log.info("compiled ahead of the GPU: %d builds of %d stages in %.1f s", len(specs), len(kernels),
-             time.perf_counter() - t0)
+    jobs = jobs or os.cpu_count() or 1
+    results = compile_many(specs, env["gpu"]["arch"], jobs=jobs, prebuilt=prebuilt_dir(env_json.parent, env), keep=True)
+    t1 = time.perf_counter()
+    # the instruction counts of the build records too (cuobjdump, about half a second a stage), side by side
+    records_ahead([(binary, sp.entry) for sp, (binary, err) in zip(specs, results) if err is None and sp.id in kernels],
+                  jobs)
+    log.info("compiled ahead of the GPU: %d builds of %d stages in %.1f s, their SASS listed in %.1f s", len(specs),
+             len(kernels), t1 - t0, time.perf_counter() - t1)
 
 
 def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, record_out: Path,
@@ -169,13 +176,14 @@ def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, reco
         if err:  # nvcc only, no GPU, at low priority
             raise err
         dt = time.perf_counter() - t0
+        from ..gpu.sass import record as sass_record
+
+        counts = sass_record(binary, spec.entry)  # instruction counts (none without cuobjdump): before the GPU
         with gpu_lock(exclusive=False):  # loading the module does
             launcher = KernelLauncher(spec, binary)
             launcher.check_launchable(device_info())
             rec = dict(asdict(launcher.resources(arch, dt)), precompiled=precompiled)
-        from ..gpu.sass import record as sass_record
-
-        rec.update(sass_record(binary, spec.entry))  # instruction counts (none without cuobjdump)
+        rec.update(counts)
         if rec["local_bytes"] > spec.max_local_bytes:
             raise CompileError(f"kernel {kernel}: {rec['local_bytes']} B of local memory per thread "
                                f"(spills or stack); config allows {spec.max_local_bytes}")

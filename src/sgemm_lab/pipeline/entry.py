@@ -96,7 +96,8 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], StepStatus | None]:
         "plot": lambda c: report_step.plot(c, bench_csv=Path(i.bench), ncu_csv=Path(i.ncu), ceilings_json=ceilings, outs=o,
                                  sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
                                  heatmaps=[Path(p) for p in getattr(o, "heatmaps", [])],
-                                 check_csv=Path(i.check) if getattr(i, "check", None) else None),
+                                 check_csv=Path(i.check) if getattr(i, "check", None) else None,
+                                 processes=int(getattr(smk, "threads", 1) or 1)),
         "report": lambda c: report_step.report(c, bench_csv=Path(i.bench), check_csv=Path(i.check), build_csv=Path(i.build),
                                      env_json=Path(i.env), figures=[Path(f) for f in i.figures],
                                      sweeps=[Path(p) for p in getattr(i, "sweeps", [])],
@@ -110,7 +111,8 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], StepStatus | None]:
                                      run_out=Path(o.run) if hasattr(o, "run") else None),
         "rerender": lambda c: report_step.rerender(c, run_dir=Path(smk.params.run_dir),
                                          configfiles=[Path(p) for p in smk.params.configfiles],
-                                         log_path=Path(smk.log[0]) if smk.log else None),
+                                         log_path=Path(smk.log[0]) if smk.log else None,
+                                         processes=int(getattr(smk, "threads", 1) or 1)),
     }
     return table[step]
 

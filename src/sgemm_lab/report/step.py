@@ -98,11 +98,12 @@ def stage_families(cfg: LabConfig) -> dict[str, str]:
 
 
 def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path | None, outs,
-         sweeps: list[Path] = (), heatmaps: list[Path] = (), check_csv: Path | None = None) -> StepStatus | None:
-    """Every figure of the report; a figure that cannot be drawn becomes a picture saying why (and the
-    step's status says which), so that one figure's problem never costs the others. A damaged input
-    file is not one figure's problem: it stops the step (``io.DamagedFile``), and the figures stay as
-    they were."""
+         sweeps: list[Path] = (), heatmaps: list[Path] = (), check_csv: Path | None = None,
+         processes: int = 1) -> StepStatus | None:
+    """Every figure of the report, drawn by up to ``processes`` forked processes side by side; a figure
+    that cannot be drawn becomes a picture saying why (and the step's status says which), so that one
+    figure's problem never costs the others. A damaged input file is not one figure's problem: it stops
+    the step (``io.DamagedFile``), and the figures stay as they were."""
     from . import plots, profile_plots
     from .tables import headline_shape, ladder_rows
 
@@ -131,20 +132,57 @@ def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path 
         spec = cfg.kernel(Path(csv).stem)
         figures[png] = lambda out, table=table, spec=spec: plots.sweep_heatmap(
             table, out, kernel=spec.id, axes=spec.sweep_axes, title=f"{spec.id}: {spec.title}")
-    broken = []
-    for out, draw in figures.items():
-        try:
-            draw(out)
-        except Exception as exc:  # noqa: BLE001 - drawn as a placeholder and reported
-            import traceback
-
-            log.debug("%s", traceback.format_exc())
-            log.warning("figure %s: %s: %s", Path(out).name, type(exc).__name__, first_line(exc))
-            plots.placeholder(out, f"{Path(out).stem}: no figure ({type(exc).__name__}: {first_line(exc, 120)})")
-            broken.append(f"{Path(out).name}: {type(exc).__name__}: {first_line(exc, 120)}")
+    broken = [line for line in _draw_all(list(figures.items()), processes) if line]
     if broken:
         return StepStatus(status=FAILED, message=f"{len(broken)} of {len(figures)} figures not drawn ({broken[0]})")
     return None
+
+
+def _draw(out, draw) -> str | None:
+    """``draw(out)``, or a placeholder picture saying why it could not be drawn (then that line)."""
+    from . import plots
+
+    try:
+        draw(out)
+        return None
+    except Exception as exc:  # noqa: BLE001 - drawn as a placeholder and reported
+        import traceback
+
+        log.debug("%s", traceback.format_exc())
+        log.warning("figure %s: %s: %s", Path(out).name, type(exc).__name__, first_line(exc))
+        plots.placeholder(out, f"{Path(out).stem}: no figure ({type(exc).__name__}: {first_line(exc, 120)})")
+        return f"{Path(out).name}: {type(exc).__name__}: {first_line(exc, 120)}"
+
+
+_PENDING: list = []  # the figures of _draw_all, read by its forked processes (closures do not pickle)
+
+
+def _draw_pending(i: int) -> str | None:
+    return _draw(*_PENDING[i])
+
+
+def _draw_all(items: list, processes: int) -> list[str | None]:
+    """``_draw`` of each (out, draw) in ``items``: in up to ``processes`` forked processes (each starts
+    with the data already read and matplotlib imported), else, or when a process dies, here one after
+    another. Each figure is written atomically (``plots``), so a figure drawn twice is drawn whole."""
+    import multiprocessing as mp
+
+    global _PENDING
+    n = max(1, min(int(processes), len(items)))
+    if n > 1 and "fork" in mp.get_all_start_methods():
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
+        _PENDING = items
+        try:
+            with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("fork")) as pool:
+                return list(pool.map(_draw_pending, range(len(items))))
+        except (BrokenProcessPool, OSError) as exc:
+            log.warning("figures: drawing side by side failed (%s: %s); drawn one after another",
+                        type(exc).__name__, first_line(exc))
+        finally:
+            _PENDING = []
+    return [_draw(out, draw) for out, draw in items]
 
 
 def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path, env_json: Path, figures: list[Path],
@@ -198,7 +236,7 @@ def committed_sweeps(cfg: LabConfig, run_dir: Path) -> list[Path]:
 
 
 def rerender(cfg: LabConfig, *, run_dir: Path, configfiles: list[Path] = (), html: bool = True,
-             log_path: Path | None = None) -> StepStatus | None:
+             log_path: Path | None = None, processes: int = 1) -> StepStatus | None:
     """A finished run's figures and ``report.md`` drawn again from the tables it committed in ``run_dir``
     (``reports/<run>/``), on any machine: no GPU and no ``results/``; then (``html``) its HTML report,
     ``report.html`` beside them. What became of its steps and its command and wall time come from its
@@ -213,7 +251,7 @@ def rerender(cfg: LabConfig, *, run_dir: Path, configfiles: list[Path] = (), htm
     if missing:
         raise io.DamagedFile(f"{run_dir}: not the tables of a finished run (no {', '.join(missing)})")
     _check_committed(run_dir)
-    status = _drawn_in_place(cfg, run_dir)
+    status = _drawn_in_place(cfg, run_dir, processes)
     if html:
         html_report(run_dir, configfiles, log_path=log_path)
     return status
@@ -237,7 +275,7 @@ def _check_committed(run_dir: Path) -> None:
                   what="the run's check table")
 
 
-def _drawn_in_place(cfg: LabConfig, run_dir: Path) -> StepStatus | None:
+def _drawn_in_place(cfg: LabConfig, run_dir: Path, processes: int = 1) -> StepStatus | None:
     """The figures and ``report.md`` drawn into a folder beside ``run_dir`` (the same filesystem), then
     moved over the committed ones only when every one of them was drawn: a figure that cannot be drawn,
     a full disk or any other failure leaves ``run_dir`` as it was (LabError, one line)."""
@@ -268,7 +306,7 @@ def _drawn_in_place(cfg: LabConfig, run_dir: Path) -> StepStatus | None:
         try:
             status = plot(cfg, bench_csv=run_dir / "bench.csv", ncu_csv=run_dir / "ncu_metrics.csv",
                           ceilings_json=optional("ceilings.json"), outs=outs, sweeps=sweeps, heatmaps=heatmaps,
-                          check_csv=run_dir / "check.csv")
+                          check_csv=run_dir / "check.csv", processes=processes)
             if status is not None and status.status == FAILED:
                 raise LabError(f"rerender {run_dir}: {status.message}; nothing was changed")
             report(cfg, bench_csv=run_dir / "bench.csv", check_csv=run_dir / "check.csv",
