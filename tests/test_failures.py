@@ -58,3 +58,52 @@ def test_a_checkout_without_the_gpu_tests_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(failures, "ROOT", tmp_path)
     [row] = failures.run()
     assert row["outcome"] == "unavailable" and "not in this checkout" in row["message"]
+
+
+TIMED = '''
+import time
+from pathlib import Path
+
+def test_{name}(record_property):
+    record_property("case", "module {name}")
+    Path("{name}.start").write_text(repr(time.time()))
+    deadline = time.time() + 30
+    while not all(Path(f"{{n}}.start").exists() for n in ("a", "b")):  # both modules must be running at once
+        assert time.time() < deadline, "the other module did not start meanwhile"
+        time.sleep(0.05)
+'''
+
+
+def test_each_module_runs_in_a_pytest_of_its_own_side_by_side(tmp_path, monkeypatch):
+    """Every module of tests/gpu in its own pytest process, started together (each waits until the other
+    has started: run one after the other, the first would fail), rows in file order."""
+    gpu = tmp_path / "tests" / "gpu"
+    gpu.mkdir(parents=True)
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    for name in ("b", "a"):
+        (gpu / f"test_{name}.py").write_text(TIMED.format(name=name))
+    (gpu / "helpers.py").write_text("raise SystemExit('not a test module: never run')\n")
+    monkeypatch.setattr(failures, "ROOT", tmp_path)
+    logged = []
+
+    class Log:
+        def info(self, fmt, *args):
+            logged.append(fmt % args)
+
+    rows = failures.run(Log())
+    assert [r["case"] for r in rows] == ["module a", "module b"] and {r["outcome"] for r in rows} == {"passed"}
+    assert len(logged) == 2 and "test_a.py" in logged[0] and "1 passed" in logged[0]
+
+
+def test_a_module_pytest_cannot_run_ends_the_step_with_one_line(tmp_path, monkeypatch):
+    gpu = tmp_path / "tests" / "gpu"
+    gpu.mkdir(parents=True)
+    (gpu / "test_a.py").write_text("def test_a():\n    pass\n")
+    monkeypatch.setattr(failures, "ROOT", tmp_path)
+    monkeypatch.setattr(failures.sys, "executable", str(tmp_path / "no-python"))
+    import pytest
+
+    from sgemm_lab.errors import LabError
+
+    with pytest.raises(LabError, match=r"^pytest tests/gpu/test_a.py could not start: .*no-python"):
+        failures.run()

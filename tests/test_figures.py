@@ -151,3 +151,34 @@ def test_roofline_holds_each_class_to_its_own_roof_and_says_where_none_was_measu
             assert tf32_text and "no tensor roof" in tf32_text[0]
             assert bars["08_warptiling"] == pytest.approx(48.259687 / 59.8 * 100, rel=0.05)
         assert share.get_xlim()[1] >= max(w for w in bars.values() if not np.isnan(w))
+
+
+@pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")  # forking a process with threads (BLAS)
+def test_figures_drawn_side_by_side_are_the_figures_drawn_one_after_another(lab, tmp_path, monkeypatch):
+    """The plot step's figures from forked processes: byte for byte the ones drawn in turn, a figure that
+    cannot be drawn a placeholder in both (and named in the step's status)."""
+    import hashlib
+    from types import SimpleNamespace
+
+    from sgemm_lab.report import step
+
+    run = ROOT / "reports" / "h100"
+    sweeps = sorted((run / "sweeps").glob("*.csv"))[:2]
+
+    def broken_stalls(*a, **k):
+        raise ValueError("no stalls today")
+
+    monkeypatch.setattr(profile_plots, "stall_bars", broken_stalls)
+    drawn = {}
+    for processes in (1, 3):
+        out = tmp_path / str(processes)
+        out.mkdir()
+        outs = SimpleNamespace(size=out / "size.png", ladder=out / "ladder.png", roofline=out / "roofline.png",
+                               stalls=out / "stalls.png", memory=out / "memory.png", accuracy=out / "accuracy.png")
+        status = step.plot(lab, bench_csv=run / "bench.csv", ncu_csv=run / "ncu_metrics.csv",
+                           ceilings_json=run / "ceilings.json", outs=outs, sweeps=sweeps,
+                           heatmaps=[out / f"sweep_{p.stem}.png" for p in sweeps], check_csv=run / "check.csv",
+                           processes=processes)
+        assert status is not None and "1 of 8 figures not drawn (stalls.png: ValueError: no stalls today)" in status.message
+        drawn[processes] = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.iterdir()}
+    assert len(drawn[1]) == 8 and drawn[1] == drawn[3]
