@@ -46,13 +46,14 @@ ensure_env() {
     fi
     exit 1
   fi
-  if [ -n "$stamp" ]; then
+  if [ -n "$stamp" ] && [ -n "$want" ]; then
     echo "$want" > "$stamp"
   fi
   PY=$py
 }
 
-# _pins_digest REQUIREMENTS PYTHON: a digest of the list, the lists it names (-r, -c) and the interpreter's version
+# _pins_digest REQUIREMENTS PYTHON: a digest of the list, the lists it names (-r, -c, --requirement,
+# --constraint) and the interpreter's version
 _pins_digest() {
   local requirements=$1 py=$2
   "$py" - "$requirements" <<'PY'
@@ -63,7 +64,7 @@ def text(path, depth=0):
     body = Path(path).read_bytes()
     out = body
     for line in body.decode(errors="replace").splitlines():
-        hit = re.match(r"^\s*-[rc]\s*(\S+)", line)
+        hit = re.match(r"^\s*(?:-[rc]|--requirement|--constraint)(?:\s+|=)?(\S+)", line)
         if hit and depth < 8:
             out += text(Path(path).parent / hit.group(1), depth + 1)
     return out

@@ -158,6 +158,7 @@ def test_figures_drawn_side_by_side_are_the_figures_drawn_one_after_another(lab,
     """The plot step's figures from forked processes: byte for byte the ones drawn in turn, a figure that
     cannot be drawn a placeholder in both (and named in the step's status)."""
     import hashlib
+    import os
     from types import SimpleNamespace
 
     from sgemm_lab.report import step
@@ -169,6 +170,14 @@ def test_figures_drawn_side_by_side_are_the_figures_drawn_one_after_another(lab,
         raise ValueError("no stalls today")
 
     monkeypatch.setattr(profile_plots, "stall_bars", broken_stalls)
+    heatmap, pids = plots.sweep_heatmap, tmp_path / "pids"
+
+    def recorded(*a, **k):  # which process drew it
+        with open(pids, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        return heatmap(*a, **k)
+
+    monkeypatch.setattr(plots, "sweep_heatmap", recorded)
     drawn = {}
     for processes in (1, 3):
         out = tmp_path / str(processes)
@@ -181,4 +190,7 @@ def test_figures_drawn_side_by_side_are_the_figures_drawn_one_after_another(lab,
                            processes=processes)
         assert status is not None and "1 of 8 figures not drawn (stalls.png: ValueError: no stalls today)" in status.message
         drawn[processes] = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.iterdir()}
+        by = set(pids.read_text().split())
+        pids.unlink()
+        assert by == {str(os.getpid())} if processes == 1 else str(os.getpid()) not in by  # forked: drawn elsewhere
     assert len(drawn[1]) == 8 and drawn[1] == drawn[3]

@@ -63,5 +63,6 @@ def test_listed_ahead_once_per_binary_and_read_back_by_record(monkeypatch):
     assert rec["sass_hmma"] == 64 and len(calls) == 2
     rec["sass_hmma"] = 0  # a copy: the kept record is not changed through it
     assert sass.record(a, "sgemm_wmma_tf32")["sass_hmma"] == 64
-    # another entry of the same binary is another record
+    # another entry of the same binary is another record; one that found nothing is listed again next time
     assert sass.record(a, "another_function") == {} and len(calls) == 3
+    assert sass.record(a, "another_function") == {} and len(calls) == 4

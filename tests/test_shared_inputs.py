@@ -133,3 +133,45 @@ def test_rows_from_kept_baseline_errors_are_the_rows_from_its_runs(tmp_path):
     ran = _check_rows(p, refs, stage, "fp32", check, fp32)
     kept = _check_rows(p, refs, stage, "fp32", check, baseline_errors(p, refs, fp32))
     assert ran == kept and not ran[0]["passed"] and ran[0]["fp32_basis"] == "cublas"
+
+
+def test_a_check_keeps_cublas_errors_where_the_next_stage_reads_them(tmp_path, monkeypatch):
+    """The wiring of a GPU check (``CublasBaseline.errors``, cuBLAS simulated by NumPy): the first stage's
+    check runs the baseline and keeps its errors in the point's folder, named by the cuBLAS version and the
+    GPU; the next stage's check on another runner reads them and runs nothing; unpinned, nothing is kept."""
+    from types import SimpleNamespace
+
+    from sgemm_lab.measure import runners
+
+    p, refs = shared_inputs.problem(tmp_path, SHAPE, **ARGS)
+    runs = []
+
+    def for_problem(self, problem, bufs):
+        def run(alpha, beta, poison):
+            runs.append((alpha, beta, poison))
+            c0 = np.full_like(problem.c, np.nan) if poison else problem.c
+            return (np.float32(alpha) * (problem.a @ problem.b) + (np.float32(beta) * c0 if beta else 0)).astype(
+                np.float32)
+        return run
+
+    def baseline():
+        b = object.__new__(runners.CublasBaseline)
+        b.launch, b.stream = SimpleNamespace(version=120905), None
+        return b
+
+    monkeypatch.setattr(runners.CublasBaseline, "for_problem", for_problem)
+    monkeypatch.setattr(runners, "device_columns", lambda: dict(device_index=0, device_uuid="GPU-1234"))
+    first = baseline().errors(p, refs, tmp_path, NORMAL, bufs="the runner's own")
+    assert len(runs) == 3 and (tmp_path / shared_inputs.key(SHAPE, **ARGS) / "baseline-cublas120905-GPU-1234.json").is_file()
+    assert baseline().errors(p, refs, tmp_path, NORMAL, bufs="the runner's own") == first and len(runs) == 3
+    monkeypatch.setattr(runners, "device_columns", lambda: dict(device_index=None, device_uuid=None))
+    assert baseline().errors(p, refs, tmp_path, NORMAL, bufs="the runner's own") == first and len(runs) == 6
+
+
+def test_inputs_kept_by_other_code_are_made_again(tmp_path, monkeypatch):
+    """The folder's key names the code that draws and compares (``_CODE``): after a change to it, a point
+    is drawn again rather than read from what the older code kept."""
+    shared_inputs.problem(tmp_path, SHAPE, **ARGS)
+    monkeypatch.setattr(shared_inputs, "_code_hash", lambda: "another")
+    shared_inputs.problem(tmp_path, SHAPE, **ARGS)
+    assert len([d for d in tmp_path.iterdir() if not d.name.startswith(".")]) == 2

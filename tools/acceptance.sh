@@ -143,5 +143,5 @@ extra=()
 for f in reports/local/steps.csv reports/local/run.json reports/local/report.md; do
   [ -f "$f" ] && extra+=("$f")
 done
-tar czf "$log.tar.gz" "$dest" "${extra[@]}"
+tar czf "$log.tar.gz" "$dest" ${extra[@]+"${extra[@]}"}
 exit 0

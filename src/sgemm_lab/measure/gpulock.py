@@ -219,7 +219,10 @@ class gpu_lock:
         import json
 
         held = device_lock_path(self.device, self.path) if self.device else self.path
-        line = json.dumps(dict(pid=os.getpid(), cwd=os.getcwd(), program=os.path.basename(sys.argv[0] or ""),
+        program = os.path.basename(sys.argv[0] or "")
+        if program == "__main__.py":  # python -m <package>: the package (pytest, say)
+            program = os.path.basename(os.path.dirname(sys.argv[0]))
+        line = json.dumps(dict(pid=os.getpid(), cwd=os.getcwd(), program=program,
                                mode="exclusive" if self.exclusive else "shared", lock=str(held.resolve()),
                                device=self.device.label if self.device else None, asked=self._asked,
                                got=self._got, released=released))

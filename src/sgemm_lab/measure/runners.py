@@ -140,16 +140,30 @@ class CublasBaseline:
     def for_problem(self, problem: verify.Problem, bufs):
         return device_run(self.launch, self.stream, bufs, problem)
 
-    def errors(self, problem: verify.Problem, refs, bufs, inputs: Path | None, dist: Distribution) -> dict[str, float]:
+    def errors(self, problem: verify.Problem, refs, inputs: Path | None, dist: Distribution,
+               bufs=None) -> dict[str, float]:
         """cuBLAS's error at each check mode on ``problem``: kept with the point's shared inputs under
-        ``inputs`` for the GPU this process is pinned to and this cuBLAS (``shared_inputs``), else run here."""
+        ``inputs`` for the GPU this process is pinned to and this cuBLAS (``shared_inputs``), else run here,
+        on ``bufs`` (a runner's own device buffers for the point) or on buffers of its own."""
         from .shared_inputs import baseline_errors as kept
 
         gpu = device_columns().get("device_uuid")
         tag = f"cublas{self.launch.version}-{gpu}" if gpu else None
         p = problem
+
+        def make() -> dict[str, float]:
+            if bufs is not None:
+                return baseline_errors(p, refs, self.for_problem(p, bufs))
+            from ..gpu.buffers import Buffers
+
+            own = Buffers(p.shape)
+            try:
+                return baseline_errors(p, refs, self.for_problem(p, own))
+            finally:
+                own.free()
+
         return kept(inputs if tag else None, p.shape, alpha=p.alpha, beta=p.beta, seed=p.seed, dist=dist, tag=tag,
-                    make=lambda: baseline_errors(p, refs, self.for_problem(p, bufs)))
+                    make=make)
 
     def close(self) -> None:
         self.launch.close()
@@ -207,7 +221,7 @@ class GpuRunner(_Tolerance):
         bufs = Buffers(shape)
         try:
             rows = _check_rows(p, refs, self._run_fn(bufs, p), self.precision, self.cfg.check,
-                               self._baseline.errors(p, refs, bufs, inputs, dist))
+                               self._baseline.errors(p, refs, inputs, dist, bufs))
         finally:
             bufs.free()
         return [dict(r, **self.device_columns()) for r in rows]
@@ -311,18 +325,11 @@ class HostRunner(_Tolerance):
         the GPU lock and pinned it); else the FP32 class has its absolute bound alone (fp32_basis)."""
         from .gpulock import pinned
 
-        bufs = baseline = None
-        try:
-            if pinned() is not None:
-                from ..gpu.buffers import Buffers
-
-                self._baseline = self._baseline or CublasBaseline()
-                bufs = Buffers(p.shape)
-                baseline = self._baseline.errors(p, refs, bufs, inputs, dist)
-            return _check_rows(p, refs, self._run_fn(p), self.precision, self.cfg.check, baseline)
-        finally:
-            if bufs is not None:
-                bufs.free()
+        baseline = None
+        if pinned() is not None:
+            self._baseline = self._baseline or CublasBaseline()
+            baseline = self._baseline.errors(p, refs, inputs, dist)  # (device buffers only where it runs)
+        return _check_rows(p, refs, self._run_fn(p), self.precision, self.cfg.check, baseline)
 
     def check(self, shape: Shape, seed: int, dist: Distribution = UNIFORM, *, inputs: Path | None = None) -> list[dict]:
         from .shared_inputs import problem

@@ -8,7 +8,8 @@ float64 references (NumPy, on the CPU) is most of a check job's time at long K (
 ``<root>/<key>/`` as .npy files (a, b, c, the two references) and the jobs after it map them read-only.
 
 The key is a hash of everything that determines the arrays: shape, distribution (every field), seed,
-alpha, beta, and the NumPy version (whose generators define the draws). A folder is written under a
+alpha, beta, the NumPy version (whose generators define the draws) and the lab's code that draws,
+compares and runs them (``_CODE``: a point kept by older code is made again). A folder is written under a
 temporary name and renamed when complete, so a reader finds a whole entry or none; two jobs that reach a
 point at once both compute it, and the second rename loses harmlessly. Without a root (tests, the
 replay tool) nothing is kept.
@@ -29,6 +30,7 @@ import re
 import shutil
 import uuid
 from dataclasses import asdict
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -40,9 +42,24 @@ from . import verify
 ARRAYS = ("a", "b", "c", "ref", "ab")
 
 
+# The code whose change changes what is kept: the draws, references and comparisons (verify), the check
+# modes and the baseline's runs (runners), this module, the device buffers (poisoning) and the launchers.
+_CODE = ("measure/verify.py", "measure/runners.py", "measure/shared_inputs.py", "gpu/buffers.py", "gpu/launch.py")
+
+
+@lru_cache(maxsize=1)
+def _code_hash() -> str:
+    package = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for name in _CODE:
+        h.update(name.encode())
+        h.update((package / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
 def key(shape: Shape, *, alpha: float, beta: float, seed: int, dist: Distribution) -> str:
     desc = dict(m=shape.m, n=shape.n, k=shape.k, alpha=float(alpha), beta=float(beta), seed=int(seed),
-                dist=asdict(dist), numpy=np.__version__)
+                dist=asdict(dist), numpy=np.__version__, code=_code_hash())
     digest = hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:20]
     return f"{shape.m}x{shape.n}x{shape.k}-{dist.name}-{digest}"
 
