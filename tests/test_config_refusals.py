@@ -31,7 +31,13 @@ from sgemm_lab.errors import ConfigError
     ({"sweep": {"jobs": 100000}}, "sweep.jobs"),
     ({"check": {"tolerance_factor": 1e6}}, "check.tolerance_factor"),
     ({"check": {"fp32_factor": 1e6}}, "check.fp32_factor"),
-    ({"check": {"distribution_shapes": []}}, "check.distribution_shapes is empty"),
+    ({"check": {"distribution_shapes": []}}, "check.distribution_shapes is empty, so check.distributions normal,"),
+    ({"check": {"distributions": [{"name": "ints", "kind": "integers", "shapes": [[65536, 65536, 16]]}],
+                "distribution_shapes": []}}, "check.distributions[0].shapes[0] 65536x65536x16: C would have"),
+    ({"check": {"distributions": [{"name": "ints", "kind": "integers", "shapes": []}]}}, "check.distributions[0].shapes"),
+    ({"check": {"distributions": [{"name": "s", "kind": "short", "bits": 0}]}}, "check.distributions[0].bits"),
+    ({"check": {"distributions": [{"name": "z", "kind": "sparse", "zeros": 1.0}]}}, "check.distributions[0].zeros"),
+    ({"check": {"distributions": [{"name": "i", "kind": "integers", "int_max": 0}]}}, "check.distributions[0].int_max"),
     ({"check": {"distributions": [{"name": "uniform", "kind": "normal"}]}}, "must not be 'uniform'"),
     ({"check": {"distributions": [{"name": "n", "kind": "normal"}, {"name": "n", "kind": "positive"}]}},
      "'n' is given twice"),
@@ -61,9 +67,11 @@ def test_stage_level_refusals(raw_config):
 def test_the_default_configs_stay_valid_and_check_at_long_k(raw_config):
     lab = cfgmod.from_dict(raw_config)
     assert any(s.k == 65536 for s in lab.check.shapes)
-    assert {d.kind for d in lab.check.distributions} == {"normal", "loguniform", "positive", "extreme"}
+    assert {d.kind for d in lab.check.distributions} == {"normal", "loguniform", "positive", "extreme", "integers",
+                                                         "short", "sparse"}
     points = lab.check.points()
-    assert len(points) == len(lab.check.shapes) + len(lab.check.distributions) * len(lab.check.distribution_shapes)
+    assert len(points) == len(lab.check.shapes) + sum(len(d.shapes or lab.check.distribution_shapes)
+                                                      for d in lab.check.distributions)
     cfgmod.load(ROOT / ".test" / "config" / "config.yaml")
 
 

@@ -439,3 +439,64 @@ def test_data_written_into_the_report_cannot_bring_html_or_break_out_of_its_cell
     text = md_text(hostile)
     assert "<" not in text and ">" not in text and "\n" not in text and "\\|" in text and "\\`" in text
     assert text.startswith("&lt;img src=x onerror=alert(1)&gt; \\| \\` \\[link\\]")
+
+
+def test_a_stage_inexact_where_cublas_is_exact_is_flagged():
+    """At points where cuBLAS FP32's error is 0 (small integers), an FP32-accurate stage with any error there
+    is named, with how many such points and the largest error; exact stages say so; TF32 and modes that do
+    not multiply are left out; no such point at all: no table."""
+    import pandas as pd
+
+    from sgemm_lab.report import accuracy
+
+    def row(kernel, dist, k, mode, err, lib):
+        return dict(kernel=kernel, distribution=dist, m=256, n=256, k=k, mode=mode, status="pass", rel_err=err,
+                    cublas_rel_err=lib)
+
+    checks = pd.DataFrame([
+        row("18_wgmma_3xtf32", "integers", 4096, "beta", 1.2e-8, 0.0),
+        row("18_wgmma_3xtf32", "integers", 65536, "beta0_poisoned", 0.0, 0.0),
+        row("18_wgmma_3xtf32", "integers", 65536, "alpha0", 3e-8, 0.0),     # scales C only: not counted
+        row("18_wgmma_3xtf32", "uniform", 4096, "beta", 9e-8, 6e-8),          # cuBLAS not exact: not counted
+        row("11_general", "integers", 4096, "beta", 0.0, 0.0),
+        row("11_general", "integers", 65536, "beta", 0.0, 0.0),
+        row("17_wgmma_tf32", "integers", 4096, "beta", 2e-6, 0.0),            # TF32: another class
+    ])
+    precision = {"18_wgmma_3xtf32": "3xtf32", "11_general": "fp32", "17_wgmma_tf32": "tf32"}
+    table, inexact = accuracy.exactness(checks, ["11_general", "17_wgmma_tf32", "18_wgmma_3xtf32"], precision)
+    lines = table.splitlines()
+    assert lines[2] == "| `11_general` | fp32 | 2 | 2 | 0 | exact |"
+    assert lines[3].startswith("| `18_wgmma_3xtf32` | 3xtf32 | 2 | 1 | 1.20e-08 | **inexact** at 1: integers 256x256x4096")
+    assert len(lines) == 4 and inexact == ["`18_wgmma_3xtf32`: not exact at 1 of 2 points where cuBLAS FP32 is "
+                                           "(largest error 1.20e-08: integers 256x256x4096)"]
+    assert accuracy.exactness(checks[checks["cublas_rel_err"] > 0], ["18_wgmma_3xtf32"], precision) is None
+
+
+def test_distributions_run_at_their_own_shapes_or_the_common_ones(raw_config):
+    from sgemm_lab.config import load as cfgmod
+
+    raw_config["check"]["distributions"].append({"name": "ints", "kind": "integers", "int_max": 4,
+                                                 "shapes": [[256, 256, 4096], [256, 256, 4096], [64, 32, 1000]]})
+    lab = cfgmod.from_dict(raw_config)
+    ints = [(s, d) for s, d in lab.check.points() if d.name == "ints"]
+    assert [str(s) for s, _ in ints] == ["256x256x4096", "64x32x1000"] and ints[0][1].int_max == 4
+    normal = [s for s, d in lab.check.points() if d.name == "normal"]
+    assert normal == list(lab.check.distribution_shapes)
+
+
+def test_the_distributions_named_are_those_the_run_ran():
+    """The report names the distributions in the run's check rows, grouped by the shapes they ran at, with
+    the configured kind where the name is configured: never the current config's list for an older run."""
+    import pandas as pd
+
+    from sgemm_lab.config.records import Distribution
+    from sgemm_lab.report import accuracy
+
+    rows = pd.DataFrame([dict(distribution=d, m=m, n=n, k=k) for d, (m, n, k) in [
+        ("uniform", (1, 2, 3)), ("normal", (256, 192, 320)), ("normal", (256, 256, 4096)), ("old", (256, 192, 320)),
+        ("old", (256, 256, 4096)), ("sparse", (256, 256, 4096)), ("normal", (256, 192, 320))]])
+    groups = accuracy.distribution_groups(rows, [Distribution(name="normal", kind="normal"),
+                                                 Distribution(name="sparse", kind="sparse"),
+                                                 Distribution(name="integers", kind="integers")])
+    assert groups == {("256x192x320", "256x256x4096"): ["normal (normal)", "old"], ("256x256x4096",): ["sparse (sparse)"]}
+    assert accuracy.distribution_groups(None) == {}

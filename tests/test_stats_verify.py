@@ -439,3 +439,41 @@ def test_the_l2_flush_reads_by_default_and_refuses_unknown_modes():
     assert inspect.signature(L2Flusher).parameters["mode"].default == "read"
     with pytest.raises(ValueError, match="read or write"):
         L2Flusher(50 << 20, mode="memset")
+
+
+@pytest.mark.parametrize("kind", ["integers", "short", "sparse"])
+def test_inputs_where_fp32_can_be_exact_are_what_they_say(kind):
+    """Small integers (every product and sum exact in FP32 here), short significands (bfloat16's 8 bits:
+    exact in TF32) and mostly zeros; a seed replays them."""
+    from sgemm_lab.config.records import Distribution
+
+    d = Distribution(name=kind, kind=kind)
+    shape = Shape(m=64, n=48, k=4096)
+    p = verify.make_problem(shape, alpha=1.25, beta=-0.75, seed=5, dist=d)
+    assert p.dist == kind and all(x.dtype == np.float32 and np.all(np.isfinite(x)) for x in (p.a, p.b, p.c))
+    if kind == "integers":
+        for x in (p.a, p.b, p.c):
+            assert np.array_equal(x, np.round(x)) and np.abs(x).max() == 8 and np.count_nonzero(x == 0) == 0
+            assert (x < 0).any() and (x > 0).any()
+        ref, ab = verify.references(p)
+        exact = np.float32(p.alpha) * (p.a @ p.b)  # in FP32, any order: every product and partial sum exact
+        assert np.array_equal(exact.astype(np.float64), ab)
+        assert np.array_equal((exact + np.float32(p.beta) * p.c).astype(np.float64), ref)
+    if kind == "short":
+        for x in (p.a, p.b, p.c):
+            m, _ = np.frexp(x.astype(np.float64))
+            assert np.array_equal(m * 256, np.round(m * 256)) and np.count_nonzero(x == 0) == 0
+        assert len(np.unique(p.a)) > 200  # not a handful of values
+    if kind == "sparse":
+        share = np.count_nonzero(p.a == 0) / p.a.size
+        assert 0.88 < share < 0.92 and np.abs(p.a).max() < 1
+    same = verify.make_problem(shape, alpha=1.25, beta=-0.75, seed=5, dist=d)
+    assert np.array_equal(same.a, p.a) and np.array_equal(same.c, p.c)
+
+
+def test_short_significands_round_to_nearest_even():
+    x = np.array([1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-9, -(1 + 2**-7 + 2**-9), 1.0 - 2**-10], dtype=np.float32)
+    # 8-bit significands keep 7 bits after the point: ties go to the even neighbour, a carry to the exponent
+    want = np.array([1.0, 1 + 2**-6, 1.0, -(1 + 2**-7), 1.0], dtype=np.float32)
+    assert np.array_equal(verify._short_significands(x, 8), want)
+    assert np.array_equal(verify._short_significands(x, 24), x)

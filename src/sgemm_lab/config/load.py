@@ -265,7 +265,10 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config", origins: "Origin
             fp32_factor=float(check["fp32_factor"]),
             distributions=tuple(Distribution(name=d["name"], kind=d["kind"],
                                              log2_range=tuple(d.get("log2_range", (-20, 20))),
-                                             scale_log2=int(d.get("scale_log2", 120)))
+                                             scale_log2=int(d.get("scale_log2", 120)),
+                                             int_max=int(d.get("int_max", 8)), bits=int(d.get("bits", 8)),
+                                             zeros=float(d.get("zeros", 0.9)),
+                                             shapes=tuple(dict.fromkeys(Shape.of(s) for s in d.get("shapes", ()))))
                                 for d in check["distributions"]),
             distribution_shapes=tuple(dict.fromkeys(Shape.of(s) for s in check["distribution_shapes"])),
         ),

@@ -125,6 +125,10 @@ class Distribution:
     kind: str = "uniform"
     log2_range: tuple[int, int] = (-20, 20)  # loguniform: the exponents of the magnitudes
     scale_log2: int = 120                    # extreme: A scaled by 2^scale_log2, B by 2^-scale_log2
+    int_max: int = 8                         # integers: nonzero whole numbers in [-int_max, int_max]
+    bits: int = 8                            # short: significands of this many bits (8: bfloat16's)
+    zeros: float = 0.9                       # sparse: the share of elements that are zero
+    shapes: tuple["Shape", ...] = ()         # the check shapes it runs at (none: distribution_shapes)
 
 
 UNIFORM = Distribution(name="uniform")
@@ -142,10 +146,10 @@ class CheckSettings:
     distribution_shapes: tuple[Shape, ...] = ()
 
     def points(self) -> tuple[tuple[Shape, Distribution], ...]:
-        """Every check point: each shape with uniform inputs, then each further distribution at the
-        distribution shapes."""
+        """Every check point: each shape with uniform inputs, then each further distribution at its own
+        shapes, or else at the distribution shapes."""
         return tuple((s, UNIFORM) for s in self.shapes) + tuple(
-            (s, d) for d in self.distributions for s in self.distribution_shapes)
+            (s, d) for d in self.distributions for s in (d.shapes or self.distribution_shapes))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -71,6 +71,9 @@ def _shape_sets(cfg: Mapping) -> list[tuple[tuple, Any]]:
             out.append(((section, key, i), s))
     for i, s in enumerate(cfg.get("bench", {}).get("square", []) or []):
         out.append((("bench", "square", i), [s, s, s]))
+    for i, d in enumerate(cfg.get("check", {}).get("distributions", []) or []):
+        for j, s in enumerate((d.get("shapes") or []) if isinstance(d, Mapping) else []):
+            out.append((("check", "distributions", i, "shapes", j), s))
     for section, key in (("sweep", "shape"), ("epilogue", "padded_shape")):
         if key in cfg.get(section, {}):
             out.append(((section, key), cfg[section][key]))
@@ -119,9 +122,11 @@ def verification(cfg: Mapping, where: Where) -> None:
                   "must not be 'uniform': uniform inputs already run at every check shape")
         if name in names[:i]:
             _fail(where, ("check", "distributions", i, "name"), f"'{name}' is given twice")
-    if dists and not check.get("distribution_shapes"):
+    homeless = [d.get("name") for d in dists if isinstance(d, Mapping) and not d.get("shapes")]
+    if homeless and not check.get("distribution_shapes"):
         _fail(where, ("check", "distribution_shapes"),
-              "is empty, so check.distributions would never run: list the shapes they run at")
+              f"is empty, so check.distributions {', '.join(map(str, homeless))} would never run: list the shapes "
+              "they run at (here, or as their own shapes)")
     for i, d in enumerate(dists):
         lo_hi = d.get("log2_range") if isinstance(d, Mapping) else None
         if isinstance(lo_hi, list) and len(lo_hi) == 2 and lo_hi[0] >= lo_hi[1]:

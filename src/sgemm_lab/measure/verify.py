@@ -37,7 +37,7 @@ class Problem:
 # signs: a few terms dominate each dot product), "positive" (no cancellation, so rounding errors add
 # up instead of averaging out), "extreme" (A near FP32's overflow and B near its underflow limit,
 # 2^scale and 2^-scale, so that the exact products are of order 1 and the result finite).
-DISTRIBUTIONS = ("uniform", "normal", "loguniform", "positive", "extreme")
+DISTRIBUTIONS = ("uniform", "normal", "loguniform", "positive", "extreme", "integers", "short", "sparse")
 
 # Elements drawn from one child seed by the kinds drawn in blocks (normal, loguniform): the blocks are
 # drawn by a pool of threads (NumPy's generators and ufuncs release the GIL), and what a seed draws does
@@ -92,6 +92,21 @@ def draw(rng: np.random.Generator, rows: int, cols: int, dist: Distribution = UN
             x[x == 0] = 0.5  # never an exact zero
     elif kind in ("normal", "loguniform"):
         x = _draw_blocks(rng, rows, cols, dist)
+    elif kind == "integers":  # nonzero whole numbers in [-int_max, int_max]
+        x = rng.integers(1, dist.int_max, size=(rows, cols), endpoint=True, dtype=np.int32).astype(np.float32)
+        x *= np.where(rng.random((rows, cols), dtype=np.float32) < 0.5, np.float32(-1), np.float32(1))
+    elif kind == "short":  # uniform [-1, 1), significands of `bits` bits (round to nearest even, in float32)
+        x = rng.random((rows, cols), dtype=np.float32)
+        x *= 2
+        x -= 1
+        x[x == 0] = 0.5
+        x = _short_significands(x, dist.bits)
+    elif kind == "sparse":  # uniform [-1, 1) with a share `zeros` of exact zeros
+        x = rng.random((rows, cols), dtype=np.float32)
+        x *= 2
+        x -= 1
+        x[x == 0] = 0.5
+        x[rng.random((rows, cols), dtype=np.float32) < dist.zeros] = 0
     else:
         raise ValueError(f"unknown input distribution '{kind}' (known: {', '.join(DISTRIBUTIONS)})")
     if scale_log2:
@@ -99,6 +114,18 @@ def draw(rng: np.random.Generator, rows: int, cols: int, dist: Distribution = UN
         # same as rounding the exact float64 product
         x *= np.float32(2.0**scale_log2)
     return x
+
+
+def _short_significands(x: np.ndarray, bits: int) -> np.ndarray:
+    """``x`` (float32, finite, normal) rounded to significands of ``bits`` bits, to nearest, ties to even."""
+    drop = 24 - bits
+    if drop <= 0:
+        return x
+    u = x.view(np.uint32).astype(np.uint64)
+    half, keep = np.uint64(1 << (drop - 1)), np.uint64(~((1 << drop) - 1) & 0xFFFFFFFF)
+    odd = (u >> np.uint64(drop)) & np.uint64(1)
+    u = (u + half - np.uint64(1) + odd) & keep  # (a carry into the exponent is the right rounding)
+    return u.astype(np.uint32).view(np.float32)
 
 
 def make_problem(shape: Shape, *, alpha: float, beta: float, seed: int, dist: Distribution = UNIFORM) -> Problem:

@@ -1,6 +1,6 @@
 """The report's accuracy tables, from check rows (``check.csv``): whether the FP32 class can tell TF32
-from FP32 at every check shape, and every FP32-accurate stage's error on each input distribution as
-a multiple of cuBLAS strict FP32's on the same inputs.
+from FP32 at every check shape, every FP32-accurate stage's error on each input distribution as
+a multiple of cuBLAS strict FP32's on the same inputs, and whether it is exact where cuBLAS is.
 
 Rows from runs before these columns existed (no ``distribution``, ``cublas_rel_err``, ``fp32_limit``)
 give no table (None).
@@ -66,6 +66,21 @@ def class_power(checks: pd.DataFrame | None, tf32_impl: str = "cublas_tf32") -> 
     return table, fails, len(rows)
 
 
+def distribution_groups(checks: pd.DataFrame | None, configured=()) -> dict[tuple, list[str]]:
+    """The distributions beyond uniform that the run's checks ran (``checks``: what ran, not what the
+    config says now), grouped by the shapes they ran at: (shape labels) -> ["name (kind)", ...], in the
+    order they ran; the kind is the configured one of that name, where there is one."""
+    if checks is None or "distribution" not in checks:
+        return {}
+    kinds = {d.name: d.kind for d in configured}
+    rows = checks[checks["distribution"].fillna("uniform") != "uniform"]
+    groups: dict[tuple, list[str]] = {}
+    for name, g in rows.groupby("distribution", sort=False):
+        shapes = tuple(dict.fromkeys(_label(m, n, k) for m, n, k in zip(g["m"], g["n"], g["k"])))
+        groups.setdefault(shapes, []).append(f"{name} ({kinds[name]})" if name in kinds else str(name))
+    return groups
+
+
 def by_distribution(checks: pd.DataFrame | None, order: list[str], precision: dict[str, str]) -> str | None:
     """Every FP32-accurate implementation (classes fp32 and 3xtf32) and cuBLAS TF32 for scale: per input
     distribution, the worst error over the shapes and modes that multiply, as a multiple of cuBLAS
@@ -98,6 +113,41 @@ def by_distribution(checks: pd.DataFrame | None, order: list[str], precision: di
     if not rows:
         return None
     return _table(["implementation", "class", *dists], rows, "ll" + "r" * len(dists))
+
+
+def exactness(checks: pd.DataFrame | None, order: list[str], precision: dict[str, str]) -> tuple[str, list[str]] | None:
+    """Where cuBLAS strict FP32 returns the exact result (its error 0 against float64: inputs whose products
+    and sums FP32 holds, such as small integers), whether each FP32-accurate stage does too, over the modes
+    that multiply. Returns (table, one line per stage that is not exact at some such point), or None when
+    cuBLAS was exact nowhere."""
+    ran = _ran(checks, "cublas_rel_err")
+    if ran is None:
+        return None
+    ran = ran[ran["mode"].isin(MULTIPLYING) & (ran["cublas_rel_err"] == 0)]
+    if ran.empty:
+        return None
+    if "distribution" not in ran:
+        ran = ran.assign(distribution="uniform")
+    rows, inexact = [], []
+    for impl in order:
+        if precision.get(impl, "fp32") not in ("fp32", "3xtf32"):
+            continue
+        mine = ran[ran["kernel"] == impl]
+        if mine.empty:
+            continue
+        points = mine.groupby(["distribution", "m", "n", "k"], sort=False)["rel_err"].max()
+        off = points[points > 0]
+        where = ", ".join(f"{d} {_label(m, n, k)}" for d, m, n, k in off.index[:4]) + (" ..." if len(off) > 4 else "")
+        rows.append([f"`{impl}`", precision.get(impl, "fp32"), str(len(points)), str(len(points) - len(off)),
+                     f"{off.max():.2e}" if len(off) else "0",
+                     f"**inexact** at {len(off)}: {where}" if len(off) else "exact"])
+        if len(off):
+            inexact.append(f"`{impl}`: not exact at {len(off)} of {len(points)} points where cuBLAS FP32 is "
+                           f"(largest error {off.max():.2e}: {where})")
+    if not rows:
+        return None
+    return _table(["implementation", "class", "points where cuBLAS FP32 is exact", "exact there",
+                   "largest error there", "verdict"], rows, "llrrrl"), inexact
 
 
 def failed_points(checks: pd.DataFrame | None, precision: dict[str, str]) -> list[str]:

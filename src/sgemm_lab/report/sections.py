@@ -133,16 +133,25 @@ def _accuracy(run: _Run) -> list[str]:
                 "", table, ""]
     dist = accuracy.by_distribution(run.checks, list(run.cfg.implementations), run.cfg.precisions)
     if dist:
-        names = ", ".join(f"{d.name} ({d.kind})" for d in c.distributions)
-        shapes = ", ".join(str(s) for s in c.distribution_shapes)
+        names = "; ".join(f"{', '.join(ds)} inputs at {', '.join(shapes)}"
+                          for shapes, ds in accuracy.distribution_groups(run.checks, c.distributions).items())
         out += ["### Input distributions", "",
-                f"Beyond uniform [-1, 1) at every check shape, every stage also ran on {names} inputs at {shapes}. "
+                f"Beyond uniform [-1, 1) at every check shape, every stage also ran on {names}. "
                 "Each cell is the worst error over those shapes and the modes that multiply, as a multiple of "
                 "cuBLAS strict FP32's error on the same inputs; ✗ marks a failed check (the row in "
                 "`check.csv` says which limit).", "", dist, ""]
         failed = accuracy.failed_points(run.checks, run.cfg.precisions)
         if failed:
             out += ["FP32-accurate stages outside their class on these inputs:", ""] + [f"- {f}" for f in failed] + [""]
+    exact = accuracy.exactness(run.checks, list(run.cfg.implementations), run.cfg.precisions)
+    if exact:
+        table, inexact = exact
+        out += ["### Exact where FP32 is exact", "",
+                "At the check points where cuBLAS strict FP32 returns the exact result (its error against the "
+                "float64 reference is 0: inputs whose every product and partial sum FP32 holds, such as small "
+                "integers), each FP32-accurate stage's result over the modes that multiply: "
+                + ("**not exact where cuBLAS is** for " + "; ".join(inexact) + "." if inexact else
+                   "every one exact there too."), "", table, ""]
     by_k = accuracy.against_k(run.checks, run.cfg.precisions)
     if by_k:
         table, above = by_k
