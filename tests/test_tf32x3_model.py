@@ -31,3 +31,21 @@ def test_on_random_inputs_the_bias_where_needed_is_the_bias_everywhere():
     held = (model.tf32(a) == a).any(axis=1)  # rows of A with an element TF32 holds
     full, where = model.stage18(a, b, bias=1), model.stage18(a, b, bias=1, bias_where="inexact")
     assert np.array_equal(full[~held], where[~held]) and (~held).sum() >= 8
+
+
+def test_stage17_accumulation_model_rounds_parts_into_the_sum():
+    """Stage 17's one truncating accumulator loses a fraction of a place at every wgmma, always toward zero;
+    parts of a few k-steps added with rounding keep that from growing with K (bfloat16 values: exact in
+    TF32, so the accumulation is all the error)."""
+    rng = np.random.default_rng(5)
+    a, b = model.draw(rng, (16, 2048), "short"), model.draw(rng, (2048, 8), "short")
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+
+    def err(c):
+        return np.linalg.norm(c - ref) / np.linalg.norm(ref)
+
+    exact = model.stage17(a, b, wgmma=lambda x: x)
+    today, parts = model.stage17(a, b), model.stage17(a, b, rn=4)
+    assert err(exact) < err(parts) < err(today) / 5
+    ints = model.draw(rng, (16, 2048), "integers"), model.draw(rng, (2048, 8), "integers")
+    assert np.array_equal(model.stage17(*ints), ints[0].astype(np.float64) @ ints[1].astype(np.float64))

@@ -81,6 +81,32 @@ def stage18(a: np.ndarray, b: np.ndarray, *, rn: int = 2, slice_k: int = 64, bia
     return rn32(sums[0])
 
 
+def tz(x: np.ndarray) -> np.ndarray:
+    """float32 values as the tensor core reads an FP32 operand for TF32: the low 13 significand bits dropped."""
+    return (x.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def stage17(a: np.ndarray, b: np.ndarray, *, rn: int = 0, wgmma=rz32, add=rn32) -> np.ndarray:
+    """C = A B as stage 17 (one TF32 product) sums it: A read by the tensor core as it lies in shared memory
+    (truncated to TF32), B^T rounded to TF32 in registers; each wgmma adds its 8 products into the
+    accumulator and truncates. ``rn`` = 0: one accumulator over all of K, as the stage is today; ``rn`` > 0:
+    ``rn`` k-steps of 8 sum from zero into a part, added into the running sum with rounding to nearest
+    (stage 18's way, proposed for stage 17)."""
+    at, bt = tz(a).astype(np.float64), tf32(b).astype(np.float64)
+    k_total = a.shape[1]
+    d = np.zeros((a.shape[0], b.shape[1]))
+    if rn == 0:
+        for s in range(0, k_total, 8):
+            d = wgmma(d + at[:, s:s + 8] @ bt[s:s + 8])
+        return rn32(d)
+    for g0 in range(0, k_total, 8 * rn):
+        part = np.zeros_like(d)
+        for s in range(g0, min(k_total, g0 + 8 * rn), 8):
+            part = wgmma(part + at[:, s:s + 8] @ bt[s:s + 8])
+        d = add(d + part)
+    return rn32(d)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", type=int, nargs=3, default=[256, 192, 320], metavar=("M", "N", "K"))
@@ -88,6 +114,7 @@ def main() -> None:
                     choices=["uniform", "normal", "loguniform", "positive", "integers", "short", "sparse"])
     ap.add_argument("--slice-k", type=int, default=64, help="K of a split-K slice (stage 18 at 256x192x320: 64)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--tf32", action="store_true", help="stage 17 (one TF32 product) instead of stage 18")
     args = ap.parse_args()
     m, n, k = args.shape
     rng = np.random.default_rng(args.seed)
@@ -99,6 +126,15 @@ def main() -> None:
         return f"{e:.2e}" + ("  (exact)" if e == 0 else "")
 
     exact = lambda x: x  # noqa: E731
+    if args.tf32:
+        rows = [("one TF32 product, exact sums", stage17(a, b, wgmma=exact)),
+                ("stage 17 today: one truncating accumulator over K", stage17(a, b)),
+                ("parts of 4 k-steps, rounded adds", stage17(a, b, rn=4)),
+                ("parts of 2 k-steps, rounded adds", stage17(a, b, rn=2))]
+        print(f"{m}x{n}x{k}, {args.dist} inputs, stage 17: relative Frobenius error")
+        for name, c in rows:
+            print(f"  {err(c)}  {name}")
+        return
     rows = [
         ("three products, exact sums, one rounding", stage18(a, b, slice_k=args.slice_k, wgmma=exact, add=exact)),
         ("truncating wgmma, exact adds", stage18(a, b, slice_k=args.slice_k, add=exact)),
