@@ -414,7 +414,7 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
 #if RN_BIAS
                     // only where TF32 does not hold x: an element equal to its big part (an integer, a bfloat16
                     // value) has no small part, so products of such elements stay exact where the bias would
-                    // add RN_BIAS * 2^-24 of them (and an infinity stays one instead of inf - inf)
+                    // add RN_BIAS * 2^-24 of them (an infinite x too: its small part is 0, not inf - inf)
                     constexpr float keep = RN_BIAS * 0x1p-24f - 1.0f;  // exact: -1 plus a multiple of 2^-24
                     const float4 rest = make_float4(x.x == hi.x ? 0.0f : fmaf(hi.x, keep, x.x),
                                                     x.y == hi.y ? 0.0f : fmaf(hi.y, keep, x.y),
