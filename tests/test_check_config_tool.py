@@ -35,3 +35,33 @@ def test_a_refused_key_names_the_overlay_that_set_it(tmp_path, capsys):
     over.write_text("check: {alpha: 1.0}\n")
     assert check_config.main(["--base", str(base), str(over)]) == 1
     assert f"{base}: check.beta must not be 0" in capsys.readouterr().err
+
+
+def test_the_config_files_of_a_snakemake_command_line_are_read_before_snakemake(tmp_path, capsys):
+    """What env/pipeline.sh runs before Snakemake: the files named by --configfile / --configfiles (one or
+    several, `=` or not) read as the workflow reads them, so that those Snakemake's own reader answers with a
+    traceback or runs (YTE) end in one line; silent when they read; --config is no abbreviation of them."""
+    digits = tmp_path / "digits.yaml"
+    digits.write_text("check:\n  alpha: " + "9" * 5001 + "\n")
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("x: " + "[" * 100000 + "]" * 100000 + "\n")
+    yte = tmp_path / "yte.yaml"
+    yte.write_text('__use_yte__: true\nrun: ?"x"\n')
+    good = ROOT / ".test" / "config" / "config.yaml"
+    for args, want in (
+            (["--cores", "all", "--configfile", str(digits)], "a number of 5001 characters"),
+            ([f"--configfile={deep}", "--config", "run=x"], "nested too deeply to read"),
+            (["--configfiles", str(good), str(yte)], "__use_yte__: a YTE template"),
+            (["--configfile", str(tmp_path / "none.yaml")], "not found")):
+        assert check_config.main(["--snakemake-args", *args]) == 1
+        err = capsys.readouterr().err
+        assert want in err and err.count("\n") == 1 and "Traceback" not in err, err
+    for args in ([], ["--cores", "1", "--configfile", str(good), "--config", "run=t"], ["--config", "run=t"]):
+        assert check_config.main(["--snakemake-args", *args]) == 0
+        assert capsys.readouterr() == ("", "")
+
+
+def test_the_pipeline_command_reads_its_config_files_first():
+    text = (ROOT / "env" / "pipeline.sh").read_text()
+    check = text.index('tools/check_config.py --snakemake-args "$@" || exit 1')
+    assert check < text.index('exec "$PY" -m snakemake')

@@ -8,6 +8,11 @@ the key; exit 0 or 1.
 
 Snakemake refuses an overlay that is not YAML at all before the workflow starts, in its own words
 ("Config file is not valid JSON or YAML", no file or line): this names both.
+
+    python tools/check_config.py --snakemake-args --cores all --configfile my-overlay.yaml
+
+reads only the config files of the Snakemake command line that follows (`env/pipeline.sh` does this
+before it starts Snakemake), silently when they read.
 """
 
 from __future__ import annotations
@@ -33,10 +38,38 @@ def merge(base: dict, over: dict) -> dict:
     return out
 
 
+def configfiles_of(snakemake_args: list[str]) -> list[Path]:
+    """The files a Snakemake command line names with --configfile / --configfiles (each may take several)."""
+    ap = argparse.ArgumentParser(add_help=False, allow_abbrev=False)  # (--config is Snakemake's own option)
+    ap.add_argument("--configfile", "--configfiles", nargs="+", action="extend", default=[], dest="files")
+    known, _ = ap.parse_known_args(snakemake_args)
+    return [Path(f) for f in known.files]
+
+
+def read_only(snakemake_args: list[str]) -> int:
+    """Each config file of a Snakemake command line read as the workflow reads it (bounded, strict YAML,
+    no YTE), before Snakemake's own reader, which answers some files with a traceback (a number of
+    thousands of digits, nesting thousands deep) or runs their Python (YTE). Silent when all read;
+    one line and exit 1 for the first that does not. The schema and the lab's rules are the workflow's
+    (with the command's --config beside them)."""
+    try:
+        for path in configfiles_of(snakemake_args):
+            read(path)
+    except ConfigError as exc:
+        print(f"config: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--snakemake-args"]:  # env/pipeline.sh: the rest is its Snakemake command line
+        return read_only(argv[1:])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("overlays", nargs="*", type=Path)
     ap.add_argument("--base", type=Path, default=ROOT / "config" / "config.yaml")
+    ap.add_argument("--snakemake-args", action="store_true",
+                    help="first argument only: read the config files of the Snakemake command line that follows")
     args = ap.parse_args(argv)
     try:
         files = [(str(p), read(p)) for p in [args.base, *args.overlays]]
