@@ -23,5 +23,7 @@ fi
 ensure_env pipeline env/pipeline.txt 3.12
 # The config files of the command line read first as the workflow reads them: Snakemake's own reader,
 # which comes before the workflow, answers some hostile files with a traceback or runs their Python (YTE).
-"$PY" tools/check_config.py --snakemake-args "$@" || exit 1
+case " $* " in
+  *" --configfile"*) "$PY" tools/check_config.py --snakemake-args "$@" || exit 1 ;;
+esac
 exec "$PY" -m snakemake --workflow-profile workflow/profiles/default --cores all "$@"

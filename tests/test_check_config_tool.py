@@ -63,5 +63,5 @@ def test_the_config_files_of_a_snakemake_command_line_are_read_before_snakemake(
 
 def test_the_pipeline_command_reads_its_config_files_first():
     text = (ROOT / "env" / "pipeline.sh").read_text()
-    check = text.index('tools/check_config.py --snakemake-args "$@" || exit 1')
+    check = text.index('*" --configfile"*) "$PY" tools/check_config.py --snakemake-args "$@" || exit 1 ;;')
     assert check < text.index('exec "$PY" -m snakemake')
