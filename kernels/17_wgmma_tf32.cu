@@ -412,14 +412,9 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                     const float4 hi = make_float4(tf32_rounded(x.x), tf32_rounded(x.y), tf32_rounded(x.z), tf32_rounded(x.w));
                     big[i] = hi;
 #if RN_BIAS
-                    // only where TF32 does not hold x: an element equal to its big part (an integer, a bfloat16
-                    // value) has no small part, so products of such elements stay exact where the bias would
-                    // add RN_BIAS * 2^-24 of them (an infinite x too: its small part is 0, not inf - inf)
                     constexpr float keep = RN_BIAS * 0x1p-24f - 1.0f;  // exact: -1 plus a multiple of 2^-24
-                    const float4 rest = make_float4(x.x == hi.x ? 0.0f : fmaf(hi.x, keep, x.x),
-                                                    x.y == hi.y ? 0.0f : fmaf(hi.y, keep, x.y),
-                                                    x.z == hi.z ? 0.0f : fmaf(hi.z, keep, x.z),
-                                                    x.w == hi.w ? 0.0f : fmaf(hi.w, keep, x.w));
+                    const float4 rest = make_float4(fmaf(hi.x, keep, x.x), fmaf(hi.y, keep, x.y), fmaf(hi.z, keep, x.z),
+                                                    fmaf(hi.w, keep, x.w));
 #else
                     const float4 rest = make_float4(x.x - hi.x, x.y - hi.y, x.z - hi.z, x.w - hi.w);
 #endif
