@@ -461,14 +461,22 @@ def test_a_stage_inexact_where_cublas_is_exact_is_flagged():
         row("11_general", "integers", 4096, "beta", 0.0, 0.0),
         row("11_general", "integers", 65536, "beta", 0.0, 0.0),
         row("17_wgmma_tf32", "integers", 4096, "beta", 2e-6, 0.0),            # TF32: another class
+        row("cublas", "integers", 4096, "beta", 0.0, 0.0),                    # the reference itself: no row
+        # NaN in the output: the error over the finite entries may be 0, or nothing finite is left (NaN)
+        dict(row("12_dispatch", "integers", 4096, "beta", 0.0, 0.0), status="fail", nonfinite=5),
+        dict(row("13_fused_general", "integers", 4096, "beta", float("nan"), 0.0), status="fail", nonfinite=65536),
     ])
-    precision = {"18_wgmma_3xtf32": "3xtf32", "11_general": "fp32", "17_wgmma_tf32": "tf32"}
-    table, inexact = accuracy.exactness(checks, ["11_general", "17_wgmma_tf32", "18_wgmma_3xtf32"], precision)
+    precision = {"18_wgmma_3xtf32": "3xtf32", "11_general": "fp32", "17_wgmma_tf32": "tf32", "cublas": "fp32",
+                 "12_dispatch": "fp32", "13_fused_general": "fp32"}
+    order = ["cublas", "11_general", "12_dispatch", "13_fused_general", "17_wgmma_tf32", "18_wgmma_3xtf32"]
+    table, inexact = accuracy.exactness(checks, order, precision)
     lines = table.splitlines()
     assert lines[2] == "| `11_general` | fp32 | 2 | 2 | 0 | exact |"
-    assert lines[3].startswith("| `18_wgmma_3xtf32` | 3xtf32 | 2 | 1 | 1.20e-08 | **inexact** at 1: integers 256x256x4096")
-    assert len(lines) == 4 and inexact == ["`18_wgmma_3xtf32`: not exact at 1 of 2 points where cuBLAS FP32 is "
-                                           "(largest error 1.20e-08: integers 256x256x4096)"]
+    assert lines[3] == "| `12_dispatch` | fp32 | 1 | 0 | NaN/Inf | **inexact** at 1: integers 256x256x4096 |"
+    assert lines[4] == "| `13_fused_general` | fp32 | 1 | 0 | NaN/Inf | **inexact** at 1: integers 256x256x4096 |"
+    assert lines[5].startswith("| `18_wgmma_3xtf32` | 3xtf32 | 2 | 1 | 1.20e-08 | **inexact** at 1: integers 256x256x4096")
+    assert len(lines) == 6 and inexact[-1] == ("`18_wgmma_3xtf32`: not exact at 1 of 2 points where cuBLAS FP32 is "
+                                               "(largest error 1.20e-08: integers 256x256x4096)")
     assert accuracy.exactness(checks[checks["cublas_rel_err"] > 0], ["18_wgmma_3xtf32"], precision) is None
 
 

@@ -55,6 +55,8 @@ def stage18(a: np.ndarray, b: np.ndarray, *, rn: int = 2, slice_k: int = 64, bia
     """C = A B as stage 18 sums it (see the module's docstring); ``wgmma``/``add`` round each step.
     ``bias_where``: "all" elements of A carry the bias in their small parts, or only those that TF32 does
     not hold ("inexact": an element equal to its big part keeps a small part of 0)."""
+    if bias_where not in ("all", "inexact"):
+        raise ValueError(f"bias_where must be 'all' or 'inexact', not {bias_where!r}")
     a_big = tf32(a)
     a64, big64 = a.astype(np.float64), a_big.astype(np.float64)
     keep = 1 - bias * 2.0**-24

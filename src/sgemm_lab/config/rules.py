@@ -127,7 +127,14 @@ def verification(cfg: Mapping, where: Where) -> None:
         _fail(where, ("check", "distribution_shapes"),
               f"is empty, so check.distributions {', '.join(map(str, homeless))} would never run: list the shapes "
               "they run at (here, or as their own shapes)")
+    own = {"log2_range": "loguniform", "scale_log2": "extreme", "int_max": "integers", "bits": "short",
+           "zeros": "sparse"}  # a distribution's parameters and the kind each belongs to
     for i, d in enumerate(dists):
+        if isinstance(d, Mapping):
+            for key, kind in own.items():
+                if key in d and d.get("kind") != kind:
+                    _fail(where, ("check", "distributions", i, key),
+                          f"is a parameter of kind {kind}, not of kind {d.get('kind')}: it would change nothing")
         lo_hi = d.get("log2_range") if isinstance(d, Mapping) else None
         if isinstance(lo_hi, list) and len(lo_hi) == 2 and lo_hi[0] >= lo_hi[1]:
             _fail(where, ("check", "distributions", i, "log2_range"), f"{lo_hi}: the first must be below the second")

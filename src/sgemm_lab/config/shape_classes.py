@@ -92,6 +92,8 @@ def draw(seed: int, per_class: int, classes: tuple[str, ...] = CLASSES, exclude=
         raise ValueError(f"unknown shape class {', '.join(map(str, unknown))} (known: {', '.join(CLASSES)})")
     if per_class < 0:
         raise ValueError(f"per_class must be >= 0, not {per_class}")
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, not {seed}")
     taken = set(exclude)
     out = []
     for cls in classes:
@@ -115,6 +117,7 @@ def fit_and_score(seed: int, per_class: int, classes: tuple[str, ...] = CLASSES,
                   exclude=()) -> tuple[list[tuple[str, Shape]], list[tuple[str, Shape]]]:
     """Two disjoint draws from two streams of ``seed``, neither in ``exclude`` (the suite's shapes, say): the
     shapes to fit a rule on, and the held-out shapes to score it on."""
+    exclude = tuple(exclude)  # (read twice: a generator would be used up by the first draw)
     fit = draw(seed, per_class, classes, exclude, stream=FIT)
     score = draw(seed, per_class, classes, tuple(exclude) + tuple(s for _, s in fit), stream=SCORE)
     return fit, score

@@ -32,11 +32,14 @@ class Problem:
 
 
 # Input distributions of the check (config: check.distributions). Each draws A, B and C as float32,
-# never an exact zero. "uniform" is the one every check shape runs; the others probe what uniform
-# values hide: "normal" (unbounded tails), "loguniform" (magnitudes spread over 2^lo..2^hi with random
-# signs: a few terms dominate each dot product), "positive" (no cancellation, so rounding errors add
-# up instead of averaging out), "extreme" (A near FP32's overflow and B near its underflow limit,
-# 2^scale and 2^-scale, so that the exact products are of order 1 and the result finite).
+# never an exact zero but where zeros are the point ("sparse"). "uniform" is the one every check shape
+# runs; the others probe what uniform values hide: "normal" (unbounded tails), "loguniform" (magnitudes
+# spread over 2^lo..2^hi with random signs: a few terms dominate each dot product), "positive" (no
+# cancellation, so rounding errors add up instead of averaging out), "extreme" (A near FP32's overflow
+# and B near its underflow limit, 2^scale and 2^-scale, so that the exact products are of order 1 and
+# the result finite); and where FP32 can be exact: "integers" (small whole numbers: every product and
+# partial sum exact), "short" (significands of a few bits, bfloat16's 8 by default: exact in TF32),
+# "sparse" (a share of exact zeros).
 DISTRIBUTIONS = ("uniform", "normal", "loguniform", "positive", "extreme", "integers", "short", "sparse")
 
 # Elements drawn from one child seed by the kinds drawn in blocks (normal, loguniform): the blocks are
@@ -129,7 +132,7 @@ def _short_significands(x: np.ndarray, bits: int) -> np.ndarray:
 
 
 def make_problem(shape: Shape, *, alpha: float, beta: float, seed: int, dist: Distribution = UNIFORM) -> Problem:
-    """Fresh inputs of distribution ``dist`` (default: uniform in [-1, 1)), never zeros."""
+    """Fresh inputs of distribution ``dist`` (default: uniform in [-1, 1)), never zeros but for "sparse"."""
     rng = np.random.default_rng(seed)
     s = dist.scale_log2 if dist.kind == "extreme" else 0
     return Problem(shape=shape, alpha=alpha, beta=beta, seed=seed, dist=dist.name,

@@ -66,14 +66,17 @@ def class_power(checks: pd.DataFrame | None, tf32_impl: str = "cublas_tf32") -> 
     return table, fails, len(rows)
 
 
-def distribution_groups(checks: pd.DataFrame | None, configured=()) -> dict[tuple, list[str]]:
+def distribution_groups(checks: pd.DataFrame | None, configured=(), only=None) -> dict[tuple, list[str]]:
     """The distributions beyond uniform that the run's checks ran (``checks``: what ran, not what the
-    config says now), grouped by the shapes they ran at: (shape labels) -> ["name (kind)", ...], in the
-    order they ran; the kind is the configured one of that name, where there is one."""
+    config says now; ``only``: these of them), grouped by the shapes they ran at: (shape labels) ->
+    ["name (kind)", ...], in the order they ran; the kind is the configured one of that name, where there
+    is one."""
     if checks is None or "distribution" not in checks:
         return {}
     kinds = {d.name: d.kind for d in configured}
     rows = checks[checks["distribution"].fillna("uniform") != "uniform"]
+    if only is not None:
+        rows = rows[rows["distribution"].isin(list(only))]
     groups: dict[tuple, list[str]] = {}
     for name, g in rows.groupby("distribution", sort=False):
         shapes = tuple(dict.fromkeys(_label(m, n, k) for m, n, k in zip(g["m"], g["n"], g["k"])))
@@ -118,36 +121,53 @@ def by_distribution(checks: pd.DataFrame | None, order: list[str], precision: di
 def exactness(checks: pd.DataFrame | None, order: list[str], precision: dict[str, str]) -> tuple[str, list[str]] | None:
     """Where cuBLAS strict FP32 returns the exact result (its error 0 against float64: inputs whose products
     and sums FP32 holds, such as small integers), whether each FP32-accurate stage does too, over the modes
-    that multiply. Returns (table, one line per stage that is not exact at some such point), or None when
-    cuBLAS was exact nowhere."""
-    ran = _ran(checks, "cublas_rel_err")
-    if ran is None:
+    that multiply; a NaN or infinity in a stage's output is not exact, whatever its error over the finite
+    entries says. cuBLAS itself is the reference here and has no row. Returns (table, one line per stage
+    that is not exact at some such point), or None when cuBLAS was exact nowhere."""
+    if checks is None or checks.empty or any(c not in checks for c in ("rel_err", "cublas_rel_err", "status")):
         return None
-    ran = ran[ran["mode"].isin(MULTIPLYING) & (ran["cublas_rel_err"] == 0)]
+    ran = checks[checks["status"].isin(["pass", "fail"]) & checks["mode"].isin(MULTIPLYING)
+                 & (checks["cublas_rel_err"] == 0)].copy()
     if ran.empty:
         return None
     if "distribution" not in ran:
-        ran = ran.assign(distribution="uniform")
+        ran["distribution"] = "uniform"
+    ran["distribution"] = ran["distribution"].fillna("uniform")
+    nonfinite = ran["nonfinite"].fillna(0) > 0 if "nonfinite" in ran else False
+    ran["off"] = (ran["rel_err"] != 0) | ran["rel_err"].isna() | nonfinite
     rows, inexact = [], []
     for impl in order:
-        if precision.get(impl, "fp32") not in ("fp32", "3xtf32"):
+        if impl == "cublas" or precision.get(impl, "fp32") not in ("fp32", "3xtf32"):
             continue
         mine = ran[ran["kernel"] == impl]
         if mine.empty:
             continue
-        points = mine.groupby(["distribution", "m", "n", "k"], sort=False)["rel_err"].max()
-        off = points[points > 0]
+        points = mine.groupby(["distribution", "m", "n", "k"], sort=False)
+        off = points["off"].any()
+        off = off[off]
+        worst = points["rel_err"].max()[off.index] if len(off) else None
+        nonfinite_points = (points["off"].any() & ~(points["rel_err"].max() > 0))[off.index] if len(off) else None
         where = ", ".join(f"{d} {_label(m, n, k)}" for d, m, n, k in off.index[:4]) + (" ..." if len(off) > 4 else "")
-        rows.append([f"`{impl}`", precision.get(impl, "fp32"), str(len(points)), str(len(points) - len(off)),
-                     f"{off.max():.2e}" if len(off) else "0",
-                     f"**inexact** at {len(off)}: {where}" if len(off) else "exact"])
+        largest = ("NaN/Inf" if nonfinite_points.any() else f"{worst.max():.2e}") if len(off) else "0"
+        rows.append([f"`{impl}`", precision.get(impl, "fp32"), str(points.ngroups), str(points.ngroups - len(off)),
+                     largest, f"**inexact** at {len(off)}: {where}" if len(off) else "exact"])
         if len(off):
-            inexact.append(f"`{impl}`: not exact at {len(off)} of {len(points)} points where cuBLAS FP32 is "
-                           f"(largest error {off.max():.2e}: {where})")
+            inexact.append(f"`{impl}`: not exact at {len(off)} of {points.ngroups} points where cuBLAS FP32 is "
+                           f"(largest error {largest}: {where})")
     if not rows:
         return None
     return _table(["implementation", "class", "points where cuBLAS FP32 is exact", "exact there",
                    "largest error there", "verdict"], rows, "llrrrl"), inexact
+
+
+def shown_distributions(checks: pd.DataFrame | None) -> list[str]:
+    """The distributions beyond uniform that ``by_distribution`` has a column for: those with a point where
+    cuBLAS FP32's error is not 0 (a multiple of it means something there)."""
+    ran = _ran(checks, "distribution", "cublas_rel_err")
+    if ran is None:
+        return []
+    ran = ran[ran["mode"].isin(MULTIPLYING) & (ran["cublas_rel_err"] > 0) & (ran["distribution"] != "uniform")]
+    return list(dict.fromkeys(ran["distribution"]))
 
 
 def failed_points(checks: pd.DataFrame | None, precision: dict[str, str]) -> list[str]:

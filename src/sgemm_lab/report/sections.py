@@ -133,16 +133,21 @@ def _accuracy(run: _Run) -> list[str]:
                 "", table, ""]
     dist = accuracy.by_distribution(run.checks, list(run.cfg.implementations), run.cfg.precisions)
     if dist:
+        shown = accuracy.shown_distributions(run.checks)
+        groups = accuracy.distribution_groups(run.checks, c.distributions)
         names = "; ".join(f"{', '.join(ds)} inputs at {', '.join(shapes)}"
-                          for shapes, ds in accuracy.distribution_groups(run.checks, c.distributions).items())
+                          for shapes, ds in accuracy.distribution_groups(run.checks, c.distributions, shown).items())
+        elsewhere = [d for ds in groups.values() for d in ds if d.split(" (")[0] not in shown]
         out += ["### Input distributions", "",
                 f"Beyond uniform [-1, 1) at every check shape, every stage also ran on {names}. "
                 "Each cell is the worst error over those shapes and the modes that multiply, as a multiple of "
                 "cuBLAS strict FP32's error on the same inputs; ✗ marks a failed check (the row in "
-                "`check.csv` says which limit).", "", dist, ""]
-        failed = accuracy.failed_points(run.checks, run.cfg.precisions)
-        if failed:
-            out += ["FP32-accurate stages outside their class on these inputs:", ""] + [f"- {f}" for f in failed] + [""]
+                "`check.csv` says which limit)."
+                + (f" Where cuBLAS FP32 is exact ({', '.join(elsewhere)}), a multiple of its error means nothing: "
+                   "those points are in \"Exact where FP32 is exact\" below." if elsewhere else ""), "", dist, ""]
+    failed = accuracy.failed_points(run.checks, run.cfg.precisions)
+    if failed:
+        out += ["FP32-accurate stages outside their class on inputs beyond uniform:", ""] + [f"- {f}" for f in failed] + [""]
     exact = accuracy.exactness(run.checks, list(run.cfg.implementations), run.cfg.precisions)
     if exact:
         table, inexact = exact
