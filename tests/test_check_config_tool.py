@@ -52,7 +52,8 @@ def test_the_config_files_of_a_snakemake_command_line_are_read_before_snakemake(
             (["--cores", "all", "--configfile", str(digits)], "a number of 5001 characters"),
             ([f"--configfile={deep}", "--config", "run=x"], "nested too deeply to read"),
             (["--configfiles", str(good), str(yte)], "__use_yte__: a YTE template"),
-            (["--configfile", str(tmp_path / "none.yaml")], "not found")):
+            (["--configfile", str(tmp_path / "none.yaml")], "not found"),
+            (["--cores", "1", "--configfile"], "--configfile names no file")):
         assert check_config.main(["--snakemake-args", *args]) == 1
         err = capsys.readouterr().err
         assert want in err and err.count("\n") == 1 and "Traceback" not in err, err

@@ -40,9 +40,12 @@ def merge(base: dict, over: dict) -> dict:
 
 def configfiles_of(snakemake_args: list[str]) -> list[Path]:
     """The files a Snakemake command line names with --configfile / --configfiles (each may take several)."""
-    ap = argparse.ArgumentParser(add_help=False, allow_abbrev=False)  # (--config is Snakemake's own option)
+    ap = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)  # (--config: Snakemake's)
     ap.add_argument("--configfile", "--configfiles", nargs="+", action="extend", default=[], dest="files")
-    known, _ = ap.parse_known_args(snakemake_args)
+    try:
+        known, _ = ap.parse_known_args(snakemake_args)
+    except argparse.ArgumentError:
+        raise ConfigError("--configfile names no file") from None
     return [Path(f) for f in known.files]
 
 
@@ -53,7 +56,7 @@ def read_only(snakemake_args: list[str]) -> int:
     one line and exit 1 for the first that does not. The schema and the lab's rules are the workflow's
     (with the command's --config beside them)."""
     try:
-        for path in configfiles_of(snakemake_args):
+        for path in configfiles_of(snakemake_args):  # (its own ConfigError for a --configfile with no file)
             read(path)
     except ConfigError as exc:
         print(f"config: {exc}", file=sys.stderr)
