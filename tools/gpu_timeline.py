@@ -24,15 +24,20 @@ from _cli import run  # noqa: E402
 MAX_BYTES = 32 << 20
 
 
-def step_name(program: str) -> str:
-    """A step's script as Snakemake runs it (``tmpXXXXXXXX.bench.py``) named by its step (``bench``)."""
-    hit = re.match(r"^tmp\w{8}\.(.+?)(\.py)?$", program or "")
-    if hit:
-        return hit.group(1)
-    return Path(program or "?").stem or "?"
+def program(name: str) -> str:
+    """A step's script as Snakemake runs it (``tmpXXXXXXXX.bench.py``) named by its script: ``bench.py``."""
+    hit = re.match(r"^tmp\w{8}\.(.+)$", name or "")
+    return hit.group(1) if hit else (name or "?")
+
+
+def step_name(name: str) -> str:
+    """A step's script as Snakemake runs it (``tmpXXXXXXXX.bench.py``) named by its step: ``bench``."""
+    return Path(program(name)).stem or "?"
 
 
 def read_holds(path: Path) -> list[dict]:
+    """The lock log's holds, each line as written plus its ``step``, in the order they were got; a line
+    that is not a hold (or times out of order) is a ValueError naming the line."""
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"{p}: not a regular file")
@@ -44,7 +49,7 @@ def read_holds(path: Path) -> list[dict]:
             continue
         try:
             h = json.loads(line)
-            h = dict(step=step_name(h.get("program")), mode=str(h["mode"]), pid=int(h["pid"]),
+            h = dict(h, step=step_name(h.get("program")), mode=str(h["mode"]), pid=int(h["pid"]),
                      asked=float(h["asked"]), got=float(h["got"]), released=float(h["released"]))
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{p} line {n}: not a lock-log line ({type(exc).__name__})") from None

@@ -25,32 +25,14 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tools/: the lock log's reader
+from gpu_timeline import length as _length, program, read_holds  # noqa: E402
+
 
 # --------------------------------------------------------------------------------------- turns
-def read_holds(path: Path) -> list[dict]:
-    holds = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    return sorted(holds, key=lambda h: h["got"])
-
-
 def _overlap(a: dict, b: dict) -> bool:
     return a["lock"] == b["lock"] and "exclusive" in (a["mode"], b["mode"]) and \
         a["got"] < b["released"] and b["got"] < a["released"]
-
-
-def _union(spans: list[tuple[float, float]]) -> float:
-    """The length of the union of intervals."""
-    total, end = 0.0, float("-inf")
-    for a, b in sorted(spans):
-        if b > end:
-            total += b - max(a, end)
-            end = b
-    return total
-
-
-def _program(name: str) -> str:
-    """A step's script as Snakemake runs it (tmpXXXXXXXX.bench.py) named by its step: bench.py."""
-    hit = re.match(r"^tmp\w{8}\.(.+)$", name)
-    return hit.group(1) if hit else name
 
 
 def turns(holds: list[dict], first: str, second: str) -> tuple[list[str], bool]:
@@ -61,7 +43,7 @@ def turns(holds: list[dict], first: str, second: str) -> tuple[list[str], bool]:
     out = ["| pipeline | holds (exclusive/shared) | programs | lock files |", "|---|---|---|---|"]
     for name, hs in mine.items():
         ex = sum(h["mode"] == "exclusive" for h in hs)
-        programs = ", ".join(sorted({_program(h["program"]) for h in hs}))
+        programs = ", ".join(sorted({program(h["program"]) for h in hs}))
         out.append(f"| {name} | {len(hs)} ({ex}/{len(hs) - ex}) | {programs} | "
                    f"{', '.join(sorted({h['lock'] for h in hs}))} |")
     bad = []
@@ -72,7 +54,7 @@ def turns(holds: list[dict], first: str, second: str) -> tuple[list[str], bool]:
     waits = [(b, a) for b in mine["second"] for a in mine["first"]
              if b["lock"] == a["lock"] and b["asked"] < a["released"] and a["got"] < b["got"]
              and "exclusive" in (a["mode"], b["mode"])]
-    waited = _union([(max(b["asked"], a["got"]), min(b["got"], a["released"])) for b, a in waits])
+    waited = _length([(max(b["asked"], a["got"]), min(b["got"], a["released"])) for b, a in waits])
     out += ["", f"overlapping holds (one of them exclusive) on one lock: {len(bad)}"]
     for a, b in bad:
         out.append(f"  OVERLAP {a['cwd']} pid {a['pid']} {a['mode']} {a['got'] - t0:.3f}-{a['released'] - t0:.3f} s"
@@ -81,7 +63,7 @@ def turns(holds: list[dict], first: str, second: str) -> tuple[list[str], bool]:
                f" ({waited:.1f} s of wall time)")
     out += ["", "| t (s) | pipeline | program | mode | asked | got | released |", "|---|---|---|---|---|---|---|"]
     for h in holds:
-        out.append(f"| {h['got'] - t0:.3f} | {who.get(h['cwd'], h['cwd'])} | {_program(h['program'])} | {h['mode']} | "
+        out.append(f"| {h['got'] - t0:.3f} | {who.get(h['cwd'], h['cwd'])} | {program(h['program'])} | {h['mode']} | "
                    f"{h['asked'] - t0:.3f} | {h['got'] - t0:.3f} | {h['released'] - t0:.3f} |")
     return out, bool(bad)
 

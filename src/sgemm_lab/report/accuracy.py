@@ -142,17 +142,16 @@ def exactness(checks: pd.DataFrame | None, order: list[str], precision: dict[str
         mine = ran[ran["kernel"] == impl]
         if mine.empty:
             continue
-        points = mine.groupby(["distribution", "m", "n", "k"], sort=False)
-        off = points["off"].any()
-        off = off[off]
-        worst = points["rel_err"].max()[off.index] if len(off) else None
-        nonfinite_points = (points["off"].any() & ~(points["rel_err"].max() > 0))[off.index] if len(off) else None
+        points = mine.groupby(["distribution", "m", "n", "k"], sort=False).agg(off=("off", "any"),
+                                                                             err=("rel_err", "max"))
+        off = points[points["off"]]
         where = ", ".join(f"{d} {_label(m, n, k)}" for d, m, n, k in off.index[:4]) + (" ..." if len(off) > 4 else "")
-        largest = ("NaN/Inf" if nonfinite_points.any() else f"{worst.max():.2e}") if len(off) else "0"
-        rows.append([f"`{impl}`", precision.get(impl, "fp32"), str(points.ngroups), str(points.ngroups - len(off)),
+        # a point off with no positive error over its finite entries had NaN or Inf in its output
+        largest = "0" if off.empty else "NaN/Inf" if not (off["err"] > 0).all() else f"{off['err'].max():.2e}"
+        rows.append([f"`{impl}`", precision.get(impl, "fp32"), str(len(points)), str(len(points) - len(off)),
                      largest, f"**inexact** at {len(off)}: {where}" if len(off) else "exact"])
         if len(off):
-            inexact.append(f"`{impl}`: not exact at {len(off)} of {points.ngroups} points where cuBLAS FP32 is "
+            inexact.append(f"`{impl}`: not exact at {len(off)} of {len(points)} points where cuBLAS FP32 is "
                            f"(largest error {largest}: {where})")
     if not rows:
         return None
