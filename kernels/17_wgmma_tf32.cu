@@ -87,8 +87,11 @@
 #ifndef SMALL_STAGES
 #define SMALL_STAGES STAGES  // TF32X3: slots for A's small parts (fewer than STAGES: a ring of their own)
 #endif
+#ifndef TF32_PARTS
+#define TF32_PARTS 0   // TF32 (TF32X3 = 0): 1 = every RN_STEPS k-steps sum from zero in a part, added into d by one FADD
+#endif
 #ifndef RN_STEPS
-#define RN_STEPS 4     // TF32X3: k-steps of 8 whose three products sum from zero before one rounded FFMA into d
+#define RN_STEPS 4     // k-steps of 8 whose products sum from zero before one rounded addition into d (TF32X3, TF32_PARTS)
 #endif
 #ifndef RN_BIAS
 #define RN_BIAS 0      // TF32X3: A's small parts carry RN_BIAS * 2^-24 of the big ones: the tensor core's mean truncation, given back
@@ -108,6 +111,7 @@ static_assert(SPLIT_MAX * CLUSTER_N <= 128, "a tree of at most 7 levels: SPLIT_M
 #endif
 static_assert(RN_STEPS == 1 || RN_STEPS == 2 || RN_STEPS == 4, "RN_STEPS divides the BK / 8 = 4 k-steps of a tile");
 static_assert(RN_BIAS >= 0 && RN_BIAS <= 64, "RN_BIAS: 2^-24 units of the big part, at most 2^-18");
+static_assert(TF32_PARTS == 0 || TF32_PARTS == 1, "TF32_PARTS: 0 or 1");
 static_assert(BK == 32, "one K-tile line is one 128-byte swizzle line: BK = 32 floats");
 static_assert(BN % 64 == 0 && BN >= 64, "each consumer warpgroup owns 64 columns");
 static_assert(BM == 64 || BM == 128 || BM == 256, "BM is wgmma's N: 64, 128 or 256 here");
@@ -128,7 +132,7 @@ __device__ __forceinline__ unsigned small_offset(int it) {
 constexpr int EP_LD = 64 + 4;  // row pitch (floats) of the epilogue's staging of a 64-column slice
 static_assert(CONSUMERS * BM * EP_LD * 4 <= RING_BYTES, "the epilogue stages in the ring");
 constexpr int ACC = BM / 2;  // accumulators per consumer thread: 64 x BM over 128 threads
-#if TF32X3
+#if TF32X3 || TF32_PARTS
 // Rows of the tile one part covers: the tile's, but half of a 256-row tile (see the consumer loop).
 constexpr int PART_ROWS = BM == 256 ? 128 : BM, PART = PART_ROWS / 2;
 #endif
@@ -229,7 +233,7 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[32], const unsigned (&a)[4
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(scaleD));
 }
 #endif
-#if BM == 128 || (BM == 256 && TF32X3)  // TF32X3 at BM = 256 sums its parts 128 rows at a time
+#if BM == 128 || (BM == 256 && (TF32X3 || TF32_PARTS))  // parts at BM = 256 are summed 128 rows at a time
 __device__ __forceinline__ void wgmma_tf32(float (&d)[64], const unsigned (&a)[4], unsigned long long descB, int scaleD) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
@@ -412,9 +416,14 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                     const float4 hi = make_float4(tf32_rounded(x.x), tf32_rounded(x.y), tf32_rounded(x.z), tf32_rounded(x.w));
                     big[i] = hi;
 #if RN_BIAS
+                    // only where TF32 does not hold x: an element equal to its big part (an integer, a bfloat16
+                    // value) has no small part, so products of such elements stay exact where the bias would
+                    // add RN_BIAS * 2^-24 of them (an infinite x too: its small part is 0, not inf - inf)
                     constexpr float keep = RN_BIAS * 0x1p-24f - 1.0f;  // exact: -1 plus a multiple of 2^-24
-                    const float4 rest = make_float4(fmaf(hi.x, keep, x.x), fmaf(hi.y, keep, x.y), fmaf(hi.z, keep, x.z),
-                                                    fmaf(hi.w, keep, x.w));
+                    const float4 rest = make_float4(x.x == hi.x ? 0.0f : fmaf(hi.x, keep, x.x),
+                                                    x.y == hi.y ? 0.0f : fmaf(hi.y, keep, x.y),
+                                                    x.z == hi.z ? 0.0f : fmaf(hi.z, keep, x.z),
+                                                    x.w == hi.w ? 0.0f : fmaf(hi.w, keep, x.w));
 #else
                     const float4 rest = make_float4(x.x - hi.x, x.y - hi.y, x.z - hi.z, x.w - hi.w);
 #endif
@@ -474,7 +483,7 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         // BM = 256: the part of all 256 rows (128 registers beside d's 128) does not fit, so each RN group
         // runs as two halves of the A tile (rows 0-127, then 128-255), each summed into a 64-register part
         // and added into its half of d: the B^T fragments, loaded, scaled and split once, serve both.
-#if TF32X3
+#if TF32X3 || TF32_PARTS
         float part[PART];
 #endif
         for (int it = 0; it < myTiles; ++it) {
@@ -548,6 +557,32 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
 #pragma unroll
                     for (int i = 0; i < PART; ++i)
                         d[hf * PART + i] = fmaf(part[i], down[(i >> 1) & 1], d[hf * PART + i]);
+                }
+#elif TF32_PARTS
+            // TF32 in parts: the tensor core truncates its FP32 sum at every addition, and one accumulator over
+            // all of K takes K / 8 truncations, each short of the last place in the same direction. Here
+            // RN_STEPS k-steps sum from zero in `part` (a few truncations, of a part, not of the whole sum),
+            // and one FADD, rounded to nearest, adds it into d: the error grows with K as a rounded sum's
+            // does. BM = 256 runs each part as two halves of 128 rows, as the TF32X3 path does.
+#pragma unroll
+            for (int kk = 0; kk < BK / 8; ++kk)
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                    a[kk][i] = to_tf32(bt[frag[i] + kk * 8 * 32]);
+#pragma unroll
+            for (int k0 = 0; k0 < BK / 8; k0 += RN_STEPS)
+#pragma unroll
+                for (int hf = 0; hf < BM / PART_ROWS; ++hf) {
+                    const unsigned aPart = aTile + hf * PART_ROWS * 128;
+                    wgmma_fence();
+#pragma unroll
+                    for (int kk = k0; kk < k0 + RN_STEPS; ++kk)  // the first from zero: part = product
+                        wgmma_tf32(part, a[kk], wgmma_desc(aPart + kk * 32), kk > k0);
+                    wgmma_commit();
+                    wgmma_wait<0>();
+#pragma unroll
+                    for (int i = 0; i < PART; ++i)
+                        d[hf * PART + i] += part[i];
                 }
 #else
 #pragma unroll

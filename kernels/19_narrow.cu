@@ -24,6 +24,18 @@
 //   stores its partial tile, and the last block of a tile to arrive adds the partials in slice
 //   order 0..S-1 (deterministic, no floating-point atomics), as stage 11 does.
 // Any M, any K (no alignment needed: A and B are read with 4-byte loads, coalesced), N <= BN.
+//
+// Narrow on the other side (NARROW_ROWS = 1; M <= BN < N, e.g. 12 x 6144 x 10240: y^T = x^T B): now B is
+// the stream (K*N*4 bytes at M/2 flops per byte) and A the few rows every value of B meets. The launch
+// plan tiles the transpose for these shapes (grid y over groups of BM columns, x = 1), and rowsBlock:
+// - Reads B once, coalesced, straight into registers: lane l owns the columns c0 + 32*j + l
+//   (j < BM/32) and warp w the rows k0 + w*KPW .. + KPW-1 of each K-step (KPW = BK / warps), so that
+//   every warp load is one 128-byte piece of a row of B.
+// - Keeps A's K-step (MB x BK) in shared memory k-major (As[k][m], rows of pitch(MB) floats): the 32
+//   lanes of a warp read the same k, a broadcast, MB/4 LDS.128 for MB*BM/32 FMAs.
+// - Sums the warps' partials of each output through shared memory at the end of the slice (the warps
+//   took different k), in warp order; split-K over blocks as the column path does.
+// The body is compiled for MB = 1, 2, 4, 8, 12 and 16 rows; the entry takes the narrowest MB >= M.
 
 #include "common.cuh"
 
@@ -45,6 +57,9 @@
 #ifndef SPLIT_SLOTS
 #define SPLIT_SLOTS 264  // blocks the split-K workspace holds (launch plan: tiles * splits <= this)
 #endif
+#ifndef NARROW_ROWS
+#define NARROW_ROWS 1  // 1: outputs of M <= BN rows (and N > BN) run too, their transpose tiled (rowsBlock)
+#endif
 
 constexpr int NWARPS = THREADS / 32;
 constexpr int R = BM / NWARPS;  // rows of C per warp
@@ -61,6 +76,9 @@ static_assert(BK % 32 == 0, "BK must be a multiple of 32 (one k per lane per pas
 static_assert(BN == 4 || BN == 8 || BN == 16, "BN must be 4, 8 or 16");
 static_assert(2 * BK * pitch(BN) * 4 <= 48 * 1024, "static shared memory is limited to 48 KB");
 static_assert(SPLIT_SLOTS >= 0, "SPLIT_SLOTS >= 0 (0: no split-K)");
+static_assert(NARROW_ROWS == 0 || NARROW_ROWS == 1, "NARROW_ROWS: 0 or 1");
+static_assert(!NARROW_ROWS || (BM % 32 == 0 && BK % NWARPS == 0), "rows path: BM a multiple of 32 columns, BK of the warps");
+static_assert(!NARROW_ROWS || NWARPS * BN * BM <= 2 * BK * pitch(BN), "rows path: the warps' partials fit in B's shared buffers");
 
 #if SPLIT_SLOTS > 0
 // Split-K scratch: one partial tile (BM x NB) per block of a split launch, and one arrival counter per tile.
@@ -97,6 +115,43 @@ __device__ __forceinline__ void butterfly(float (&v)[V], int lane, int& idx, boo
         }
     }
 }
+
+#if SPLIT_SLOTS > 0
+// Split-K, after this block (slice z of S) has stored its partial tile of TILE <= BM * BN floats at
+// splitSlot<TILE>(tile, S, z): the last block of the tile to arrive adds the S partials in slice order
+// 0..S-1 and calls store(local, sum) for each of the TILE outputs (deterministic: no floating-point atomics).
+template <int TILE>
+__device__ __forceinline__ float* splitSlot(int tile, int S, int z) {
+    static_assert(TILE <= BM * BN, "a partial tile fits its slot");
+    // The launch plan keeps tiles * S <= SPLIT_SLOTS; anything else would overrun the workspace.
+    if ((int)gridDim.y * S > SPLIT_SLOTS)
+        __trap();
+    return splitPartials + (size_t)(tile * S + z) * TILE;
+}
+template <int TILE, class Store>
+__device__ __forceinline__ void splitSum(int tile, int S, Store store) {
+    __threadfence();  // the partial is visible GPU-wide before this block counts itself in
+    __shared__ bool last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(&splitArrivals[tile], 1u) == (unsigned)(S - 1);
+        if (last)
+            splitArrivals[tile] = 0;  // every block of this tile has counted: ready for the next launch
+    }
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();  // order the reads of the other partials after the count
+    const float* parts = splitPartials + (size_t)tile * S * TILE;
+    for (int e = threadIdx.x; e < TILE; e += THREADS) {
+        float sum = 0.0f;
+#pragma unroll 8
+        for (int s = 0; s < S; ++s)
+            sum += __ldcg(parts + (size_t)s * TILE + e);
+        store(e, sum);
+    }
+}
+#endif
 
 // The whole block for outputs of N <= NB columns.
 template <int NB>
@@ -225,36 +280,13 @@ __device__ __forceinline__ void narrowBlock(int M, int N, int K, float alpha, co
         }
     };
 #if SPLIT_SLOTS > 0
-    if (S > 1) {
-        const int tile = blockIdx.y;
-        // The launch plan keeps tiles * S <= SPLIT_SLOTS; anything else would overrun the workspace.
-        if ((int)gridDim.y * S > SPLIT_SLOTS)
-            __trap();
-        float* mine = splitPartials + (size_t)(tile * S + z) * TILE + warp * V;
+    if (S > 1) {  // partials in the tile's order (local = r * NB + n)
+        float* mine = splitSlot<TILE>(blockIdx.y, S, z) + warp * V;
         if (owner)
 #pragma unroll
             for (int i = 0; i < HELD; ++i)
                 __stcg(mine + idx + i, acc[i]);
-        __threadfence();  // the partial is visible GPU-wide before this block counts itself in
-        __shared__ bool last;
-        __syncthreads();
-        if (tid == 0) {
-            last = atomicAdd(&splitArrivals[tile], 1u) == (unsigned)(S - 1);
-            if (last)
-                splitArrivals[tile] = 0;  // every block of this tile has counted: ready for the next launch
-        }
-        __syncthreads();
-        if (!last)
-            return;
-        __threadfence();  // order the reads of the other partials after the count
-        const float* parts = splitPartials + (size_t)tile * S * TILE;
-        for (int e = tid; e < TILE; e += THREADS) {
-            float sum = 0.0f;
-#pragma unroll 8
-            for (int s = 0; s < S; ++s)
-                sum += __ldcg(parts + (size_t)s * TILE + e);
-            store(e, sum);
-        }
+        splitSum<TILE>(blockIdx.y, S, store);
         return;
     }
 #endif
@@ -264,31 +296,190 @@ __device__ __forceinline__ void narrowBlock(int M, int N, int K, float alpha, co
             store(warp * V + idx + i, acc[i]);
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, MINBLOCKS)
-sgemm_narrow(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B,
-             float beta, float* __restrict__ C) {
-    __shared__ __align__(16) float Bs[2 * BK * pitch(BN)];
-    // The narrowest body that holds N columns (uniform across the grid).
-    if (N <= 1)
-        narrowBlock<1>(M, N, K, alpha, A, B, beta, C, Bs);
-    else if (N <= 2)
-        narrowBlock<2>(M, N, K, alpha, A, B, beta, C, Bs);
-    else if (N <= 4)
-        narrowBlock<4>(M, N, K, alpha, A, B, beta, C, Bs);
+// The whole block for outputs of M <= MB rows and N > BN columns: columns blockIdx.y * BM .. + BM-1 of
+// all M rows, over K-slice blockIdx.z (the launch plan tiles the transpose: grid x is 1).
+template <int MB>
+__device__ __forceinline__ void rowsBlock(int M, int N, int K, float alpha, const float* __restrict__ A,
+                                          const float* __restrict__ B, float beta, float* __restrict__ C,
+                                          float* __restrict__ smem) {
+    constexpr int LD = pitch(MB);                                    // As[k * LD + m]: A's K-step, k-major
+    constexpr int CPL = BM / 32;                                     // columns of C per lane
+    constexpr int KPW = BK / NWARPS;                                 // rows of B per warp per K-step
+    constexpr int A_PER_THREAD = (MB * BK + THREADS - 1) / THREADS;  // A values a thread copies per K-step
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+
+    const int S = gridDim.z, z = blockIdx.z;
+    const int kSteps = (K + BK - 1) / BK, perSlice = (kSteps + S - 1) / S;
+    const int tBegin = z * perSlice, tEnd = min(kSteps, tBegin + perSlice);
+
+    // This lane's columns; a column past N reads column N-1 (its results are never stored).
+    const int col0 = blockIdx.y * BM;
+    const float* bCol[CPL];
+#pragma unroll
+    for (int j = 0; j < CPL; ++j)
+        bCol[j] = B + min(col0 + 32 * j + lane, N - 1);
+
+    float b[KPW][CPL], aReg[A_PER_THREAD];
+    auto loadB = [&](int t) {  // rows past K read as 0
+        const int k0 = t * BK + warp * KPW, rows = K - k0;
+#pragma unroll
+        for (int j = 0; j < CPL; ++j) {
+            const float* p = bCol[j] + (size_t)k0 * N;  // walked down the column: one add a load
+#pragma unroll
+            for (int i = 0; i < KPW; ++i, p += N)
+                b[i][j] = i < rows ? __ldg(p) : 0.0f;
+        }
+    };
+    // A's K-step, element e = m * BK + kk (coalesced along a row of A); rows past M and k past K read as 0,
+    // so every element of the MB x BK step is written each time.
+    auto loadA = [&](int t) {
+#pragma unroll
+        for (int i = 0; i < A_PER_THREAD; ++i) {
+            const int e = tid + i * THREADS, m = e / BK, k = t * BK + e % BK;
+            aReg[i] = m < M && k < K ? __ldg(A + (size_t)m * K + k) : 0.0f;
+        }
+    };
+    auto storeA = [&](int buf) {
+#pragma unroll
+        for (int i = 0; i < A_PER_THREAD; ++i) {
+            const int e = tid + i * THREADS;
+            if (e < MB * BK)
+                smem[buf * BK * LD + (e % BK) * LD + e / BK] = aReg[i];
+        }
+    };
+
+    float acc[MB][CPL];
+#pragma unroll
+    for (int m = 0; m < MB; ++m)
+#pragma unroll
+        for (int j = 0; j < CPL; ++j)
+            acc[m][j] = 0.0f;
+
+    loadA(tBegin);
+    loadB(tBegin);
+    storeA(0);
+    __syncthreads();
+    int buf = 0;
+    for (int t = tBegin; t < tEnd; ++t) {
+        float bNow[KPW][CPL];
+#pragma unroll
+        for (int i = 0; i < KPW; ++i)
+#pragma unroll
+            for (int j = 0; j < CPL; ++j)
+                bNow[i][j] = b[i][j];
+        // The next K-step's loads, in flight during this step's FMAs (unconditional, as in narrowBlock).
+        const bool more = t + 1 < tEnd;
+        loadA(min(t + 1, tEnd - 1));
+        loadB(min(t + 1, tEnd - 1));
+#pragma unroll
+        for (int i = 0; i < KPW; ++i) {
+            const float* aRow = smem + buf * BK * LD + (warp * KPW + i) * LD;  // one k: a broadcast
+            float a[MB];
+            if constexpr (MB == 1) {
+                a[0] = aRow[0];
+            } else if constexpr (MB == 2) {
+                const float2 v = *reinterpret_cast<const float2*>(aRow);
+                a[0] = v.x, a[1] = v.y;
+            } else {
+#pragma unroll
+                for (int q = 0; q < MB / 4; ++q) {
+                    const float4 v = *reinterpret_cast<const float4*>(aRow + 4 * q);
+                    a[4 * q] = v.x, a[4 * q + 1] = v.y, a[4 * q + 2] = v.z, a[4 * q + 3] = v.w;
+                }
+            }
+#pragma unroll
+            for (int m = 0; m < MB; ++m)
+#pragma unroll
+                for (int j = 0; j < CPL; ++j)
+                    acc[m][j] = fmaf(a[m], bNow[i][j], acc[m][j]);
+        }
+        if (more)
+            storeA(buf ^ 1);  // the other buffer was last read in step t-1, before the barrier below
+        __syncthreads();
+        buf ^= 1;
+    }
+
+    // The warps' partials (each over its own rows of every K-step), summed in warp order: red[w][m][c].
+    // The loop's last barrier is behind every read of A's buffers, which these stores reuse.
+    float* red = smem;
+#pragma unroll
+    for (int m = 0; m < MB; ++m)
+#pragma unroll
+        for (int j = 0; j < CPL; ++j)
+            red[(warp * MB + m) * BM + 32 * j + lane] = acc[m][j];
+    __syncthreads();
+    auto store = [&](int local, float sum) {  // local = m * BM + c within the block's tile
+        const int m = local / BM, n = col0 + local % BM;
+        if (m < M && n < N) {
+            float* p = C + (size_t)m * N + n;
+            *p = epilogue(alpha, sum, beta, p);
+        }
+    };
+#if SPLIT_SLOTS > 0
+    float* mine = S > 1 ? splitSlot<MB * BM>(blockIdx.y, S, z) : nullptr;
+#endif
+    for (int e = tid; e < MB * BM; e += THREADS) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int w = 0; w < NWARPS; ++w)
+            sum += red[w * MB * BM + e];
+#if SPLIT_SLOTS > 0
+        if (S > 1) {
+            __stcg(mine + e, sum);
+            continue;
+        }
+#endif
+        store(e, sum);
+    }
+#if SPLIT_SLOTS > 0
+    if (S > 1)
+        splitSum<MB * BM>(blockIdx.y, S, store);
+#endif
+}
+
+// Runs run(Width<W>{}) for the narrowest W of 1, 2, 4, 8, 12 and 16 (up to BN) that holds n.
+template <int W>
+struct Width {
+    static constexpr int value = W;
+};
+template <class Run>
+__device__ __forceinline__ void byWidth(int n, Run run) {
+    if (n <= 1)
+        run(Width<1>{});
+    else if (n <= 2)
+        run(Width<2>{});
+    else if (n <= 4)
+        run(Width<4>{});
     else if constexpr (BN >= 8) {
-        if (N <= 8)
-            narrowBlock<8>(M, N, K, alpha, A, B, beta, C, Bs);
+        if (n <= 8)
+            run(Width<8>{});
         else if constexpr (BN >= 16) {
-            if (N <= 12)
-                narrowBlock<12>(M, N, K, alpha, A, B, beta, C, Bs);
-            else if (N <= 16)
-                narrowBlock<16>(M, N, K, alpha, A, B, beta, C, Bs);
+            if (n <= 12)
+                run(Width<12>{});
+            else if (n <= 16)
+                run(Width<16>{});
             else
-                __trap();  // the launch plan runs this stage only where N <= BN
+                __trap();  // the launch plan runs this stage only where the narrow side is <= BN
         } else {
             __trap();
         }
     } else {
         __trap();
     }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, MINBLOCKS)
+sgemm_narrow(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B,
+             float beta, float* __restrict__ C) {
+    __shared__ __align__(16) float Bs[2 * BK * pitch(BN)];
+    // The narrowest body that holds the narrow side (uniform across the grid).
+#if NARROW_ROWS
+    if (N > BN && M <= BN) {
+        byWidth(M, [&](auto w) { rowsBlock<decltype(w)::value>(M, N, K, alpha, A, B, beta, C, Bs); });
+        return;
+    }
+#endif
+    if (N > BN)
+        __trap();
+    byWidth(N, [&](auto w) { narrowBlock<decltype(w)::value>(M, N, K, alpha, A, B, beta, C, Bs); });
 }

@@ -40,6 +40,29 @@ def test_runs_when_decides_the_shapes_a_stage_runs_and_names_itself_in_the_reaso
         geometry.plan(s, Shape(m=4, n=64, k=4))
 
 
+def test_narrow_rows_plans_the_transpose_of_an_output_of_few_rows():
+    params = {"BM": 32, "BN": 16, "BK": 128, "THREADS": 256, "SPLIT_SLOTS": 264, "SPLIT_MAX": 64}
+    rows = spec(shapes="any", params={**params, "NARROW_ROWS": 1},
+                runs_when=["N <= BN or (NARROW_ROWS == 1 and M <= BN)"])
+    # M <= 16 < N: blocks own 32 columns of all M rows (grid y over N), grid x is 1
+    assert geometry.plan(rows, Shape(m=12, n=6144, k=10240)).grid == (1, 192, 1)
+    assert geometry.oriented(rows, Shape(m=12, n=6144, k=10240)) == Shape(m=6144, n=12, k=10240)
+    # few column groups split K as the transposed shape would: 4 tiles, 547 K-steps -> 61 slices of 9
+    assert geometry.splits(rows, Shape(m=3, n=100, k=70001)) == 61
+    assert geometry.plan(rows, Shape(m=3, n=100, k=70001)).grid == (1, 4, 61)
+    names = geometry.plan_names(rows, Shape(m=3, n=100, k=70001), step=1)
+    assert (names["M"], names["N"], names["TILES"], names["SPLIT"], names["KSTEPS"]) == (100, 3, 4, 61, 9)
+    # narrow on both sides or on N only: the column path, as without NARROW_ROWS
+    for shape in (Shape(m=12, n=12, k=999), Shape(m=8192, n=12, k=6144)):
+        assert geometry.oriented(rows, shape) == shape
+        assert geometry.plan(rows, shape).grid[:2] == (1, -(-shape.m // 32))
+    assert "runs_when" in geometry.unsupported_reason(rows, Shape(m=17, n=17, k=64))
+    # without NARROW_ROWS an output of few rows is neither transposed nor run
+    cols = spec(shapes="any", params=params, runs_when=["N <= BN"])
+    assert geometry.oriented(cols, Shape(m=12, n=6144, k=10240)) == Shape(m=12, n=6144, k=10240)
+    assert geometry.unsupported_reason(cols, Shape(m=12, n=6144, k=10240)) is not None
+
+
 def test_runs_when_may_name_only_parameters_and_the_shape():
     with pytest.raises(ConfigError, match=r"runs_when\[0\].*unknown parameter\(s\) L"):
         spec(shapes="any", params={"BM": 32, "BN": 16, "BK": 8, "THREADS": 64}, runs_when=["N <= BN and L > 0"])

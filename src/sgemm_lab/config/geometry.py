@@ -24,13 +24,17 @@ block_tile
     (split-K: its workspace holds that many blocks) gets a third grid dimension, the number of
     K-slices, from :func:`splits`. A kernel launched in clusters of ``CLUSTER_N`` blocks along N (its
     ``__cluster_dims__``) gets a grid x rounded up to a whole number of clusters; the extra blocks' tiles
-    lie past N.
+    lie past N. A kernel with ``NARROW_ROWS = 1`` (stage 19: outputs narrow on either side) runs an output
+    of at most ``BN`` rows and more than ``BN`` columns as its transpose (:func:`oriented`): the grid's
+    tiles, K-slices and dispatch names are those of the shape with M and N swapped, so that blocks own
+    ``BM`` columns of its ``M <= BN`` rows.
 host
     A C function on the CPU: no launch.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
@@ -252,6 +256,15 @@ def unsupported_reason(spec: KernelSpec, shape: Shape) -> str | None:
     return None
 
 
+def oriented(spec: KernelSpec, shape: Shape) -> Shape:
+    """``shape`` as the launch plan tiles it: transposed (M and N swapped) for a kernel with ``NARROW_ROWS``
+    on an output of at most BN rows and more than BN columns, as is otherwise."""
+    p = spec.params
+    if spec.geometry == "block_tile" and p.get("NARROW_ROWS", 0) and shape.m <= p["BN"] < shape.n:
+        return dataclasses.replace(shape, m=shape.n, n=shape.m)
+    return shape
+
+
 SPLIT_MIN_KTILES = 8  # a K-slice shorter than this many K-steps spends more on its pipeline ramp than it gains
 
 
@@ -267,6 +280,7 @@ def splits(spec: KernelSpec, shape: Shape) -> int:
     slots = p.get("SPLIT_SLOTS", 0)
     if spec.geometry != "block_tile" or slots <= 0:
         return 1
+    shape = oriented(spec, shape)
     cluster = p.get("CLUSTER_N", 1)  # a cluster's spare blocks past N hold resident slots too
     tiles = _cdiv(shape.m, p["BM"]) * _cdiv(_cdiv(shape.n, p["BN"]), cluster) * cluster
     k_tiles = _cdiv(shape.k, p["BK"])
@@ -287,7 +301,9 @@ def plan_names(spec: KernelSpec, shape: Shape, step: int) -> dict[str, int]:
     ceil(TILES * SPLIT / SLOTS); ``STEP`` is the candidate's relative time per K-step of a wave."""
     p = spec.params
     bm, bn, bk = tile(spec)
-    tiles, split = _cdiv(shape.m, bm) * _cdiv(shape.n, bn), splits(spec, shape)
+    split = splits(spec, shape)
+    shape = oriented(spec, shape)
+    tiles = _cdiv(shape.m, bm) * _cdiv(shape.n, bn)
     names = {**env(spec), "M": shape.m, "N": shape.n, "K": shape.k, "TILES": tiles, "SPLIT": split,
              "KSTEPS": _cdiv(_cdiv(shape.k, bk), split), "STEP": step}
     if p.get("SPLIT_SLOTS", 0) > 0:
@@ -300,6 +316,7 @@ def _grid(spec: KernelSpec, shape: Shape) -> tuple[int, int, int]:
         return (_cdiv(shape.m * shape.n, spec.params["BLOCK"]), 1, 1)
     bm, bn, _ = tile(spec)
     cluster = spec.params.get("CLUSTER_N", 1) if spec.geometry == "block_tile" else 1
+    shape = oriented(spec, shape)
     return (_cdiv(_cdiv(shape.n, bn), cluster) * cluster, _cdiv(shape.m, bm), splits(spec, shape))
 
 
