@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ..errors import ConfigError
 from .geometry import check_params
 from .records import (BASELINES, KERNEL_DIR, ROOT, BenchSettings, CheckSettings, CpuSettings, DispatchRule,
-                      Distribution, EpilogueSettings, KernelSpec, LabConfig, ProfileSettings, Shape, SweepSettings,
+                      Distribution, EpilogueSettings, HeldOutDraw, KernelSpec, LabConfig, ProfileSettings, Shape, SweepSettings,
                       _frozen)
 
 if TYPE_CHECKING:
@@ -232,6 +232,7 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config", origins: "Origin
             max_dim=k.get("max_dim", cfg["cpu"]["max_dim"] if k["backend"] == "host" else None),
             max_dim_source="max_dim" if "max_dim" in k else "cpu.max_dim",
             suite=bool(k.get("suite", True)),
+            held_out=bool(k.get("held_out", False)),
             arch=k.get("arch", ""),
             tensor_maps=tuple(_frozen({**m, "box": tuple(m["box"])}) for m in k["tensor_maps"]),
         )
@@ -249,6 +250,8 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config", origins: "Origin
         kernels.append(spec)
     bench = cfg["bench"]
     shapes = [Shape(m=s, n=s, k=s) for s in bench["square"]] + [Shape.of(s) for s in bench["shapes"]]
+    suite = tuple(dict.fromkeys(Shape.of(x) for x in cfg.get("suite", {}).get("shapes", [])))
+    draw, held_out = _held_out(cfg, suite, tuple(shapes))
     check = cfg["check"]
     return LabConfig(
         run=cfg["run"],
@@ -298,8 +301,24 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config", origins: "Origin
         cublas_tf32=bool(cfg["baseline"]["cublas_tf32"]),
         numpy=bool(cfg["baseline"]["numpy"]),
         kernels=tuple(kernels),
-        suite=tuple(dict.fromkeys(Shape.of(x) for x in cfg.get("suite", {}).get("shapes", []))),
+        suite=suite,
+        held_out=tuple(s for _, s in held_out),
+        held_out_classes=tuple(c for c, _ in held_out),
+        held_out_draw=draw,
     )
+
+
+def _held_out(cfg: Mapping[str, Any], suite: tuple[Shape, ...], bench: tuple[Shape, ...]):
+    """The held-out draw (suite.held_out) and its (class, shape) pairs: the score stream of the seed, none of
+    them in the suite, the bench or the fit stream (shape_classes.fit_and_score)."""
+    from . import shape_classes
+
+    h = cfg.get("suite", {}).get("held_out")
+    if not h or not h.get("per_class"):
+        return None, []
+    draw = HeldOutDraw(seed=int(h["seed"]), per_class=int(h["per_class"]))
+    _, score = shape_classes.fit_and_score(draw.seed, draw.per_class, exclude=suite + bench)
+    return draw, score
 
 
 def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> LabConfig:

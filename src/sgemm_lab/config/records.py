@@ -90,6 +90,7 @@ class KernelSpec:
     max_dim: int | None = None  # shapes with a larger dimension are skipped (host stages: cpu.max_dim)
     max_dim_source: str = "max_dim"  # the config key it came from, for the skip reason
     suite: bool = True  # also timed on the suite shapes (LabConfig.suite)
+    held_out: bool = False  # also timed on the held-out shapes (LabConfig.held_out), with cuBLAS FP32
     arch: str = ""  # compile target instead of the device's (e.g. sm_90a); see gpu.compile.target_arch
     tensor_maps: tuple[Mapping[str, Any], ...] = ()  # TMA maps the launcher writes (see sgemm_lab.gpu.tensormap)
 
@@ -196,6 +197,15 @@ class EpilogueSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class HeldOutDraw:
+    """The draw of held-out shapes (``suite.held_out``): ``per_class`` shapes of every class of
+    ``sgemm_lab.config.shape_classes``, from the score stream of ``seed``; the fit stream of the same seed
+    is what the dispatch rules are fitted on (``tools/fit_rules.py``)."""
+    seed: int
+    per_class: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class LabConfig:
     run: str
     strict: bool
@@ -215,13 +225,26 @@ class LabConfig:
     kernels: tuple[KernelSpec, ...]
     suite: tuple[Shape, ...] = ()  # the shapes of the "vs cuBLAS" table, beyond the size sweep
     cublas_tf32: bool = False      # cuBLAS SGEMM in TF32 tensor-op math: the baseline of TF32-class stages
+    # shapes no rule was fitted on and no stage tuned for (suite.held_out), with the class each was drawn for
+    held_out: tuple[Shape, ...] = ()
+    held_out_classes: tuple[str, ...] = ()
+    held_out_draw: HeldOutDraw | None = None
 
     def bench_shapes(self, impl: str) -> tuple[Shape, ...]:
         """What the bench step times for ``impl``: the size sweep, then the suite shapes it does not
-        already hold for cuBLAS and every GPU stage with ``suite: true`` (host stages and NumPy: never)."""
+        already hold for cuBLAS and every GPU stage with ``suite: true`` (host stages and NumPy: never),
+        then the held-out shapes for cuBLAS FP32 and every GPU stage with ``held_out: true``."""
         if impl == "numpy" or (impl not in GPU_BASELINES and not self._in_suite(self.kernel(impl))):
-            return self.bench.shapes
-        return tuple(dict.fromkeys(self.bench.shapes + self.suite))
+            shapes = self.bench.shapes
+        else:
+            shapes = self.bench.shapes + self.suite
+        if impl == "cublas" or (impl not in BASELINE_PRECISION and self._held_out(self.kernel(impl))):
+            shapes = shapes + self.held_out
+        return tuple(dict.fromkeys(shapes))
+
+    @staticmethod
+    def _held_out(spec: KernelSpec) -> bool:
+        return spec.held_out and (spec.backend == "cuda" or spec.autotuned)
 
     @staticmethod
     def _in_suite(spec: KernelSpec) -> bool:

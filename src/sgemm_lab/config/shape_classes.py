@@ -15,7 +15,8 @@ The classes (a shape may be in several; ``classes_of``):
 
 ``draw`` picks each dimension log-uniformly within the class's ranges (``RANGES``), so that small and
 large sizes are equally likely, then adjusts it into the class (an odd shape's dimensions off multiples
-of 4); no operand has more than 2^31 - 1 elements.
+of 4); no operand has more than 2^31 - 1 elements. A skinny or tall-skinny class's shapes alternate
+sides (narrow N first, then narrow M), so that any two of them hold both.
 """
 
 from __future__ import annotations
@@ -60,14 +61,14 @@ def _log_uniform(rng: np.random.Generator, lo: int, hi: int) -> int:
     return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
 
 
-def _one(rng: np.random.Generator, cls: str) -> Shape:
+def _one(rng: np.random.Generator, cls: str, i: int) -> Shape:
     r = RANGES[cls]
     if cls == "square":
         side = _log_uniform(rng, *r["m"])
         return Shape(m=side, n=side, k=side)
     if cls in ("skinny", "tall_skinny"):
         narrow, wide = _log_uniform(rng, *r["narrow"]), _log_uniform(rng, *r["wide"])
-        m, n = (narrow, wide) if rng.random() < 0.5 else (wide, narrow)
+        m, n = (narrow, wide) if i % 2 else (wide, narrow)  # both sides, in turn: y = A x, then y^T = x^T B
         return Shape(m=m, n=n, k=_log_uniform(rng, *r["k"]))
     m, n, k = (_log_uniform(rng, *r[d]) for d in ("m", "n", "k"))
     if cls == "long_k":
@@ -104,7 +105,7 @@ def draw(seed: int, per_class: int, classes: tuple[str, ...] = CLASSES, exclude=
             if tries > 1000 * (per_class + 1):
                 raise ValueError(f"could not draw {per_class} distinct {cls} shapes outside the {len(exclude)} "
                                  "excluded")
-            s = _one(rng, cls)
+            s = _one(rng, cls, got)
             if s in taken or not _fits(s) or cls not in classes_of(s):
                 continue
             taken.add(s)

@@ -64,7 +64,7 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
                ncu=ncu, ceilings=ceilings, sanitize=sanitize, failures=failures, outcomes=tuple(outcomes),
                dispatch=dispatch if dispatch is not None else pd.DataFrame(columns=["kernel"]))
     out = _title(run, wall_s, command)
-    for section in (_headline, _suite, _ladder, _accuracy, _sass, _profile, _cpu, _stages, _method, _sanitizers,
+    for section in (_headline, _suite, _held_out, _ladder, _accuracy, _sass, _profile, _cpu, _stages, _method, _sanitizers,
                     _environment, _failures_and_skips):
         out += section(run)
     return "\n".join(out)
@@ -98,6 +98,12 @@ def _suite(run: _Run) -> list[str]:
     if not run.cfg.suite:
         return []
     return [""] + suite_table(run.cfg, run.ok, run.ceilings) + fp32_accurate_table(run.cfg, run.ok, run.checks)
+
+
+def _held_out(run: _Run) -> list[str]:
+    from .held_out import held_out_section
+
+    return held_out_section(run.cfg, run.ok, run.checks, run.dispatch)
 
 
 def _ladder(run: _Run) -> list[str]:

@@ -51,6 +51,9 @@ def dispatch_table(cfg: LabConfig, spec, rows: pd.DataFrame) -> list[str]:
 
     base = dict(cfg.kernel(spec.dispatch_from).params)
     mine = rows[rows.kernel == spec.id] if len(rows) else rows
+    held = {(s.m, s.n, s.k) for s in cfg.held_out}
+    if held and len(mine):  # scored apart, in "Out of sample"
+        mine = mine[[key not in held for key in zip(mine.m, mine.n, mine.k)]]
     if mine.empty:
         return ["No dispatch table (the build did not make one)."]
     ruled = spec.rule is not None and "rule_candidate" in mine and mine["rule_candidate"].notna().any()

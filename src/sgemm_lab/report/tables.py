@@ -111,9 +111,9 @@ def stage_problem(outcomes, kernel: str) -> str | None:
 
 
 def ladder_rows(cfg: LabConfig, bench: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the size sweep: without the shapes that only the suite times (they have their own
-    table, and only the stages in the suite have them)."""
-    extra = {(s.m, s.n, s.k) for s in cfg.suite} - {(s.m, s.n, s.k) for s in cfg.bench.shapes}
+    """The rows of the size sweep: without the shapes that only the suite or the held-out draw times (they
+    have their own tables, and only the stages in them have them)."""
+    extra = {(s.m, s.n, s.k) for s in cfg.suite + cfg.held_out} - {(s.m, s.n, s.k) for s in cfg.bench.shapes}
     if not extra or bench.empty:
         return bench
     keys = list(zip(bench.m, bench.n, bench.k))

@@ -1,0 +1,82 @@
+"""The out-of-sample section: shapes nobody tuned on (``suite.held_out``), drawn at random from the classes
+users bring, with what the lab would run there against cuBLAS, and each dispatch rule's choice there
+against the fastest of its candidates measured there."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ..config.records import LabConfig
+from .markdown import md_table
+from .tables import _over_suite, _suite_point, fp32_accurate_stages, shape_label
+
+RULE_WITHIN = 1.05  # a rule's choice within 5% of the fastest candidate's time counts as a good choice
+
+
+def _rule_gap(dispatch: pd.DataFrame, kernel: str, s) -> float:
+    """The rule's choice's time over the fastest candidate's at ``s`` (the build's dispatch rows); NaN where
+    the shape sweep has no verified candidate there or the rule's choice did not verify."""
+    if dispatch is None or dispatch.empty or "rule_gap" not in dispatch:
+        return math.nan
+    hit = dispatch[(dispatch.kernel == kernel) & (dispatch.m == s.m) & (dispatch.n == s.n) & (dispatch.k == s.k)]
+    gap = hit["rule_gap"].astype(float).iloc[0] if len(hit) else math.nan
+    return gap
+
+
+def held_out_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | None,
+                     dispatch: pd.DataFrame | None) -> list[str]:
+    """Per held-out shape: cuBLAS FP32, the best verified strict-FP32 stage and the best FP32-accurate one
+    among the stages with ``held_out: true`` (ratio = cuBLAS median / stage median), and for each dispatch
+    stage with a rule, its choice's time over the fastest candidate's; then the geometric means, minima,
+    and how often each rule was within 5%."""
+    if not cfg.held_out:
+        return []
+    timed = {k.id for k in cfg.kernels if k.held_out and (k.backend == "cuda" or k.autotuned)}
+    strict = [k.id for k in cfg.kernels if k.id in timed and k.precision == "fp32"]
+    accurate = [k for k in fp32_accurate_stages(cfg, checks) if k in timed]
+    ruled = [k for k in cfg.kernels if k.id in timed and k.dispatched and k.rule is not None]
+    rows, over = [], {"strict": [], "accurate": []}
+    gaps: dict[str, list[tuple[float, str]]] = {k.id: [] for k in ruled}
+    for cls, s in zip(cfg.held_out_classes, cfg.held_out):
+        label = shape_label(s.m, s.n, s.k)
+        row = [label, cls]
+        ref = None
+        for key, stages in (("strict", strict), ("accurate", accurate)):
+            ref, best = _suite_point(ok, stages, s)
+            if ref is None or best is None:
+                row += ["–", "–"]
+                continue
+            ratio = ref.median_ms / best.median_ms
+            over[key].append((ratio, label))
+            row += [f"`{best.kernel}`", f"**{ratio:.3f}×**" if ratio < 1 else f"{ratio:.3f}×"]
+        row.insert(2, f"{ref.tflops:.2f}" if ref is not None else "–")
+        for k in ruled:
+            gap = _rule_gap(dispatch, k.id, s)
+            gaps[k.id].append((gap if gap == gap else math.inf, label))
+            row.append("not verified" if gap != gap else (f"**{gap:.3f}×**" if gap > RULE_WITHIN else f"{gap:.3f}×"))
+        rows.append(row)
+    d = cfg.held_out_draw
+    out = ["## Out of sample: shapes nobody tuned on", "",
+           f"{len(cfg.held_out)} shapes drawn at random ({d.per_class} of each class users bring, "
+           f"`sgemm_lab.config.shape_classes`; seed {d.seed}, its score stream), none of them in the suite, the "
+           "bench or the draw the dispatch rules' STEPs were fitted on (the same seed's fit stream, "
+           "`tools/fit_rules.py`). On each: cuBLAS strict FP32, the best verified stage of those a shape would be "
+           f"given ({', '.join(f'`{k}`' for k in sorted(timed))}), strict FP32 and FP32-accurate (ratio = cuBLAS "
+           "median time / stage median time, bold below 1), and each rule's choice against the fastest of its "
+           f"candidates timed on the shape (time over the fastest's, bold beyond {RULE_WITHIN:.2f}×).", "",
+           md_table(["shape", "drawn as", "cuBLAS TFLOP/s", "best strict FP32", "ratio", "best FP32-accurate", "ratio"]
+                    + [f"`{k.id}` rule / fastest" for k in ruled], rows, align="llrlrlr" + "r" * len(ruled))]
+    lines = []
+    for key, name in (("strict", "Strict FP32"), ("accurate", "FP32-accurate")):
+        if over[key]:
+            lines.append(f"{name}: {_over_suite(over[key])}")
+    for k in ruled:
+        g = gaps[k.id]
+        within = sum(1 for x, _ in g if x <= RULE_WITHIN)
+        worst, at = max(g) if g else (math.nan, "–")
+        lines.append(f"`{k.id}`'s rule: within {RULE_WITHIN - 1:.0%} of the fastest candidate on **{within} of "
+                     f"{len(g)}** shapes; the worst " + (f"{worst:.3f}× at {at}." if math.isfinite(worst)
+                                                       else f"at {at}, where its choice did not verify."))
+    return out + [""] + [" ".join(lines)] + [""]
