@@ -93,6 +93,9 @@
 #ifndef RN_STEPS
 #define RN_STEPS 4     // k-steps of 8 whose products sum from zero before one rounded addition into d (TF32X3, TF32_PARTS)
 #endif
+#ifndef SMALL_SMALL
+#define SMALL_SMALL 0  // TF32X3: 1 = a fourth product, small x small, first in each part (4xTF32)
+#endif
 #ifndef RN_BIAS
 #define RN_BIAS 0      // TF32X3: A's small parts carry RN_BIAS * 2^-24 of the big ones: the tensor core's mean truncation, given back
 #endif
@@ -112,6 +115,7 @@ static_assert(SPLIT_MAX * CLUSTER_N <= 128, "a tree of at most 7 levels: SPLIT_M
 static_assert(RN_STEPS == 1 || RN_STEPS == 2 || RN_STEPS == 4, "RN_STEPS divides the BK / 8 = 4 k-steps of a tile");
 static_assert(RN_BIAS >= 0 && RN_BIAS <= 64, "RN_BIAS: 2^-24 units of the big part, at most 2^-18");
 static_assert(TF32_PARTS == 0 || TF32_PARTS == 1, "TF32_PARTS: 0 or 1");
+static_assert(SMALL_SMALL == 0 || (SMALL_SMALL == 1 && TF32X3), "SMALL_SMALL: 0, or 1 with TF32X3");
 static_assert(BK == 32, "one K-tile line is one 128-byte swizzle line: BK = 32 floats");
 static_assert(BN % 64 == 0 && BN >= 64, "each consumer warpgroup owns 64 columns");
 static_assert(BM == 64 || BM == 128 || BM == 256, "BM is wgmma's N: 64, 128 or 256 here");
@@ -541,9 +545,14 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                     // Rows hf * PART_ROWS.. of the tile: 128 bytes a row, whole 1024-byte swizzle groups.
                     const unsigned aPart = aTile + hf * PART_ROWS * 128;
                     wgmma_fence();
+#if SMALL_SMALL
+#pragma unroll
+                    for (int kk = k0; kk < k0 + RN_STEPS; ++kk)  // small x small, the smallest terms first
+                        wgmma_tf32(part, aSmall[kk], wgmma_desc(aSmallTile + hf * PART_ROWS * 128 + kk * 32), kk > k0);
+#endif
 #pragma unroll
                     for (int kk = k0; kk < k0 + RN_STEPS; ++kk)  // the first from zero: part = product
-                        wgmma_tf32(part, aSmall[kk], wgmma_desc(aPart + kk * 32), kk > k0);
+                        wgmma_tf32(part, aSmall[kk], wgmma_desc(aPart + kk * 32), SMALL_SMALL || kk > k0);
 #pragma unroll
                     for (int kk = k0; kk < k0 + RN_STEPS; ++kk)
                         wgmma_tf32(part, a[kk], wgmma_desc(aSmallTile + hf * PART_ROWS * 128 + kk * 32), 1);

@@ -508,3 +508,19 @@ def test_the_distributions_named_are_those_the_run_ran():
                                                  Distribution(name="integers", kind="integers")])
     assert groups == {("256x192x320", "256x256x4096"): ["normal (normal)", "old"], ("256x256x4096",): ["sparse (sparse)"]}
     assert accuracy.distribution_groups(None) == {}
+
+
+def test_3xtf32_section_states_each_compensated_stages_speed_at_the_headline_shape(lab, tables):
+    """Beside the errors against K, what they cost: cuBLAS FP32's time over each 3xTF32 stage's."""
+    ref = ROOT / "reports" / "h100"
+    bench, checks = pd.read_csv(ref / "bench.csv"), pd.read_csv(ref / "check.csv")
+    text = _render(lab, tables, bench=bench, checks=checks)
+    section = text.split("### 3xTF32 against K")[1].split("\n#")[0]
+    ok = bench[bench.status == "ok"]
+    hs = report_tables.headline_shape(lab, ok)
+    cub = report_tables._at(ok, "cublas", hs)
+    line = next(ln for ln in section.splitlines() if ln.startswith("Their speed at"))
+    stated = [k for k, p in lab.precisions.items() if p == "3xtf32" and report_tables._at(ok, k, hs) is not None]
+    assert stated
+    for k in stated:
+        assert f"`{k}` {cub.median_ms / report_tables._at(ok, k, hs).median_ms:.2f}×" in line

@@ -1,6 +1,7 @@
 """Fit each dispatch rule's STEPs on the shapes of the fit draw, from a run that timed every candidate there.
 
     python tools/fit_rules.py reports/RUN [--config config/config.yaml] [--within 1.05] [--top 5]
+                              [--cost STAGE=EXPRESSION ...]
 
 RUN is a run whose shape sweeps (reports/RUN/dispatch/<stage>.csv) hold the fit stream of the config's
 suite.held_out draw (reports/probes/rules_fit/probe.yaml makes one). For every dispatch stage of the
@@ -9,6 +10,8 @@ first candidate's STEP held (the cost's unit), every other candidate's searched 
 configured value. A rule's score on a shape is its choice's time over the fastest candidate's; the
 order is: most shapes within --within, then the smallest worst ratio, then the smallest geometric mean.
 Only the fit draw's shapes are read, whatever else the run timed: the held-out draw stays unseen.
+--cost tries another cost expression for a stage (the names of its rule, ``geometry.plan_names``) with the
+same search, to compare forms of a rule before one is written into the config.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from dataclasses import replace  # noqa: E402
 
 import pandas as pd  # noqa: E402
 
@@ -84,7 +89,11 @@ def main() -> int:
     ap.add_argument("--config", default=str(ROOT / "config" / "config.yaml"))
     ap.add_argument("--within", type=float, default=1.05)
     ap.add_argument("--top", type=int, default=5)
+    ap.add_argument("--cost", action="append", default=[], metavar="STAGE=EXPRESSION")
     args = ap.parse_args()
+    costs = dict(c.split("=", 1) for c in args.cost if "=" in c)
+    if len(costs) != len(args.cost):
+        raise ValueError("--cost takes STAGE=EXPRESSION")
     cfg = cfgmod.load(args.config)
     d = cfg.held_out_draw
     if d is None:
@@ -94,6 +103,9 @@ def main() -> int:
     ruled = [k for k in cfg.kernels if k.dispatched and k.rule is not None]
     if not ruled:
         raise ValueError(f"{args.config} has no dispatch stage with a rule")
+    unknown = set(costs) - {k.id for k in ruled}
+    if unknown:
+        raise ValueError(f"--cost names {', '.join(sorted(unknown))}, not a dispatch stage with a rule")
     for spec in ruled:
         path = args.run_dir / "dispatch" / f"{spec.id}.csv"
         if not path.exists():
@@ -106,6 +118,8 @@ def main() -> int:
             times.append({int(r.candidate): float(r.median_ms) for r in g.itertuples()})
         missing = len(wanted) - len(shapes)
         resolved = choice.resolve(cfg, spec)
+        if spec.id in costs:
+            resolved = replace(resolved, rule=replace(resolved.rule, cost=costs[spec.id]))
         print("\n".join(fit(resolved, shapes, times, args.within, args.top)))
         if missing:
             print(f"  ({missing} shapes of the fit draw have no verified candidate in {path})")

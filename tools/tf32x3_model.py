@@ -51,10 +51,13 @@ def draw(rng: np.random.Generator, shape: tuple[int, int], dist: str) -> np.ndar
 
 
 def stage18(a: np.ndarray, b: np.ndarray, *, rn: int = 2, slice_k: int = 64, bias: float = 0.0,
-            bias_where: str = "all", wgmma=rz32, add=rn32) -> np.ndarray:
+            bias_where: str = "all", wgmma=rz32, add=rn32, products: int = 3) -> np.ndarray:
     """C = A B as stage 18 sums it (see the module's docstring); ``wgmma``/``add`` round each step.
     ``bias_where``: "all" elements of A carry the bias in their small parts, or only those that TF32 does
-    not hold ("inexact": an element equal to its big part keeps a small part of 0)."""
+    not hold ("inexact": an element equal to its big part keeps a small part of 0). ``products`` = 4 adds
+    small x small, first (the smallest terms summed first)."""
+    if products not in (3, 4):
+        raise ValueError(f"products must be 3 or 4, not {products!r}")
     if bias_where not in ("all", "inexact"):
         raise ValueError(f"bias_where must be 'all' or 'inexact', not {bias_where!r}")
     a_big = tf32(a)
@@ -73,7 +76,8 @@ def stage18(a: np.ndarray, b: np.ndarray, *, rn: int = 2, slice_k: int = 64, bia
         for g0 in range(k0, min(k_total, k0 + slice_k), 8 * rn):
             steps = range(g0, min(k_total, g0 + 8 * rn), 8)
             part = np.zeros_like(d)
-            for x, y in ((ab, bs), (as_, bb), (ab, bb)):  # the kernel's C^T = B^T A^T in this order
+            terms = ((as_, bs),) * (products == 4) + ((ab, bs), (as_, bb), (ab, bb))
+            for x, y in terms:  # the kernel's C^T = B^T A^T in this order
                 for s in steps:
                     part = wgmma(part + x[:, s:s + 8] @ y[s:s + 8])
             d = add(d + part)
@@ -145,6 +149,10 @@ def main() -> None:
         ("RN 2, RN_BIAS 1", stage18(a, b, slice_k=args.slice_k, bias=1)),
         ("RN 2, RN_BIAS 1 where TF32 does not hold A", stage18(a, b, slice_k=args.slice_k, bias=1,
                                                               bias_where="inexact")),
+        ("four products, exact sums, one rounding", stage18(a, b, slice_k=args.slice_k, wgmma=exact, add=exact,
+                                                            products=4)),
+        ("four products, RN 2, RN_BIAS 1 where inexact", stage18(a, b, slice_k=args.slice_k, bias=1,
+                                                                 bias_where="inexact", products=4)),
         ("RN 4", stage18(a, b, rn=4, slice_k=args.slice_k)),
         ("RN 4, RN_BIAS 1.5", stage18(a, b, rn=4, slice_k=args.slice_k, bias=1.5)),
         ("RN 4, RN_BIAS 2", stage18(a, b, rn=4, slice_k=args.slice_k, bias=2)),
