@@ -28,14 +28,13 @@
 // Narrow on the other side (NARROW_ROWS = 1; M <= BN < N, e.g. 12 x 6144 x 10240: y^T = x^T B): now B is
 // the stream (K*N*4 bytes at M/2 flops per byte) and A the few rows every value of B meets. The launch
 // plan tiles the transpose for these shapes (grid y over groups of BM columns, x = 1), and rowsBlock:
-// - Reads B once, coalesced, straight into registers: warp w owns the rows k0 + w*KPW .. + KPW-1 of
-//   each K-step (KPW = BK / warps), a half-warp every other one of them, and lane 16*h + c the columns
-//   c0 + c + 16*j (j < BM/16) of its half-warp's rows: every warp load is two 64-byte pieces of two rows.
-// - Keeps A's K-step (MB x BK) in shared memory k-major (As[k][m], rows of pitch(MB) floats): the 16
-//   lanes of a half-warp read the same k, a broadcast, MB/4 LDS.128 for MB*BM/16 FMAs (two columns a
-//   lane: half the shared loads of one column a lane, which held 12 and 16 rows to 65-72% of the copy).
-// - Sums the half-warps' partials by a shuffle and the warps' through shared memory at the end of the
-//   slice (they took different k), in warp order; split-K over blocks as the column path does.
+// - Reads B once, coalesced, straight into registers: lane l owns the columns c0 + 32*j + l
+//   (j < BM/32) and warp w the rows k0 + w*KPW .. + KPW-1 of each K-step (KPW = BK / warps), so that
+//   every warp load is one 128-byte piece of a row of B.
+// - Keeps A's K-step (MB x BK) in shared memory k-major (As[k][m], rows of pitch(MB) floats): the 32
+//   lanes of a warp read the same k, a broadcast, MB/4 LDS.128 for MB*BM/32 FMAs.
+// - Sums the warps' partials of each output through shared memory at the end of the slice (the warps
+//   took different k), in warp order; split-K over blocks as the column path does.
 // The body is compiled for MB = 1, 2, 4, 8, 12 and 16 rows; the entry takes the narrowest MB >= M.
 
 #include "common.cuh"
@@ -78,7 +77,7 @@ static_assert(BN == 4 || BN == 8 || BN == 16, "BN must be 4, 8 or 16");
 static_assert(2 * BK * pitch(BN) * 4 <= 48 * 1024, "static shared memory is limited to 48 KB");
 static_assert(SPLIT_SLOTS >= 0, "SPLIT_SLOTS >= 0 (0: no split-K)");
 static_assert(NARROW_ROWS == 0 || NARROW_ROWS == 1, "NARROW_ROWS: 0 or 1");
-static_assert(!NARROW_ROWS || (BM % 16 == 0 && BK % (2 * NWARPS) == 0), "rows path: BM a multiple of 16 columns, BK of twice the warps");
+static_assert(!NARROW_ROWS || (BM % 32 == 0 && BK % NWARPS == 0), "rows path: BM a multiple of 32 columns, BK of the warps");
 static_assert(!NARROW_ROWS || NWARPS * BN * BM <= 2 * BK * pitch(BN), "rows path: the warps' partials fit in B's shared buffers");
 
 #if SPLIT_SLOTS > 0
@@ -304,36 +303,31 @@ __device__ __forceinline__ void rowsBlock(int M, int N, int K, float alpha, cons
                                           const float* __restrict__ B, float beta, float* __restrict__ C,
                                           float* __restrict__ smem) {
     constexpr int LD = pitch(MB);                                    // As[k * LD + m]: A's K-step, k-major
-    constexpr int CPL = BM / 16;                                     // columns of C per lane
+    constexpr int CPL = BM / 32;                                     // columns of C per lane
     constexpr int KPW = BK / NWARPS;                                 // rows of B per warp per K-step
-    constexpr int RPL = KPW / 2;                                     // ... per lane: a half-warp takes every other
     constexpr int A_PER_THREAD = (MB * BK + THREADS - 1) / THREADS;  // A values a thread copies per K-step
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int half = lane >> 4, c = lane & 15;                       // lane = 16 * half + c
 
     const int S = gridDim.z, z = blockIdx.z;
     const int kSteps = (K + BK - 1) / BK, perSlice = (kSteps + S - 1) / S;
     const int tBegin = z * perSlice, tEnd = min(kSteps, tBegin + perSlice);
 
-    // This lane's columns, c + 16 j of the block's BM; a column past N reads column N-1 (its results are
-    // never stored). Its rows of a K-step: warp * KPW + half + 2 i, so that one load instruction of the warp
-    // reads 16 consecutive floats of each of two rows (two 64-byte pieces), and each value of A a lane
-    // loads from shared memory serves CPL columns.
+    // This lane's columns; a column past N reads column N-1 (its results are never stored).
     const int col0 = blockIdx.y * BM;
     const float* bCol[CPL];
 #pragma unroll
     for (int j = 0; j < CPL; ++j)
-        bCol[j] = B + min(col0 + c + 16 * j, N - 1);
+        bCol[j] = B + min(col0 + 32 * j + lane, N - 1);
 
-    float b[RPL][CPL], aReg[A_PER_THREAD];
+    float b[KPW][CPL], aReg[A_PER_THREAD];
     auto loadB = [&](int t) {  // rows past K read as 0
-        const int k0 = t * BK + warp * KPW + half, rows = K - k0;
+        const int k0 = t * BK + warp * KPW, rows = K - k0;
 #pragma unroll
         for (int j = 0; j < CPL; ++j) {
             const float* p = bCol[j] + (size_t)k0 * N;  // walked down the column: one add a load
 #pragma unroll
-            for (int i = 0; i < RPL; ++i, p += 2 * (size_t)N)
-                b[i][j] = 2 * i < rows ? __ldg(p) : 0.0f;
+            for (int i = 0; i < KPW; ++i, p += N)
+                b[i][j] = i < rows ? __ldg(p) : 0.0f;
         }
     };
     // A's K-step, element e = m * BK + kk (coalesced along a row of A); rows past M and k past K read as 0,
@@ -367,9 +361,9 @@ __device__ __forceinline__ void rowsBlock(int M, int N, int K, float alpha, cons
     __syncthreads();
     int buf = 0;
     for (int t = tBegin; t < tEnd; ++t) {
-        float bNow[RPL][CPL];
+        float bNow[KPW][CPL];
 #pragma unroll
-        for (int i = 0; i < RPL; ++i)
+        for (int i = 0; i < KPW; ++i)
 #pragma unroll
             for (int j = 0; j < CPL; ++j)
                 bNow[i][j] = b[i][j];
@@ -378,8 +372,8 @@ __device__ __forceinline__ void rowsBlock(int M, int N, int K, float alpha, cons
         loadA(min(t + 1, tEnd - 1));
         loadB(min(t + 1, tEnd - 1));
 #pragma unroll
-        for (int i = 0; i < RPL; ++i) {
-            const float* aRow = smem + buf * BK * LD + (warp * KPW + half + 2 * i) * LD;  // one k a half-warp
+        for (int i = 0; i < KPW; ++i) {
+            const float* aRow = smem + buf * BK * LD + (warp * KPW + i) * LD;  // one k: a broadcast
             float a[MB];
             if constexpr (MB == 1) {
                 a[0] = aRow[0];
@@ -405,18 +399,14 @@ __device__ __forceinline__ void rowsBlock(int M, int N, int K, float alpha, cons
         buf ^= 1;
     }
 
-    // The two half-warps' partials of the same columns added (a shuffle), then the warps' (each over its own
-    // rows of every K-step) summed in warp order: red[w][m][column]. The loop's last barrier is behind every
-    // read of A's buffers, which these stores reuse.
+    // The warps' partials (each over its own rows of every K-step), summed in warp order: red[w][m][c].
+    // The loop's last barrier is behind every read of A's buffers, which these stores reuse.
     float* red = smem;
 #pragma unroll
     for (int m = 0; m < MB; ++m)
 #pragma unroll
-        for (int j = 0; j < CPL; ++j) {
-            acc[m][j] += __shfl_xor_sync(0xffffffffu, acc[m][j], 16);
-            if (half == 0)
-                red[(warp * MB + m) * BM + c + 16 * j] = acc[m][j];
-        }
+        for (int j = 0; j < CPL; ++j)
+            red[(warp * MB + m) * BM + 32 * j + lane] = acc[m][j];
     __syncthreads();
     auto store = [&](int local, float sum) {  // local = m * BM + c within the block's tile
         const int m = local / BM, n = col0 + local % BM;
