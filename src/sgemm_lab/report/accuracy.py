@@ -216,3 +216,19 @@ def against_k(checks: pd.DataFrame | None, precision: dict[str, str], cls: str =
     rows.sort(key=lambda r: (order[r[0]], int(r[1])))
     return _table(["inputs", "K", "cuBLAS FP32 error", *[f"`{s}`" for s in stages]], rows,
                   "lrr" + "r" * len(stages)), above
+
+
+def compensated_speed(ok: pd.DataFrame, precision: dict[str, str], shape, cls: str = "3xtf32") -> list[str]:
+    """What each stage of class ``cls`` pays for its accuracy: cuBLAS strict FP32's time over its own at
+    ``shape`` (the headline shape), one line; nothing without cuBLAS or such a stage there."""
+    from .tables import _at, shape_label
+
+    ref = _at(ok, "cublas", shape) if shape else None
+    if ref is None:
+        return []
+    parts = [f"`{k}` {ref.median_ms / mine.median_ms:.2f}×" for k, p in precision.items()
+             if p == cls and (mine := _at(ok, k, shape)) is not None]
+    if not parts:
+        return []
+    return [f"Their speed at {shape_label(*shape)}, as cuBLAS strict FP32's time over theirs: " + "; ".join(parts) + ".",
+            ""]

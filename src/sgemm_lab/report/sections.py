@@ -170,27 +170,10 @@ def _accuracy(run: _Run) -> list[str]:
                 "Each 3xTF32 stage's error as a multiple of cuBLAS strict FP32's on the same inputs, per input "
                 "distribution and K (worst over the check shapes of that K and the modes that multiply): "
                 + (f"**above cuBLAS's in {len(above)} cells**: " + "; ".join(above) + "." if above else
-                   "at or below cuBLAS's in every cell."), "", table, ""] + _compensated_speed(run)
+                   "at or below cuBLAS's in every cell."), "", table, ""] + accuracy.compensated_speed(run.ok, run.cfg.precisions, run.hs)
     if run.fig.get("accuracy"):
         out += [f"![accuracy against speed]({run.fig['accuracy']})", ""]
     return out
-
-
-def _compensated_speed(run: _Run) -> list[str]:
-    """What each 3xTF32 stage's accuracy costs: its speed against cuBLAS strict FP32 at the headline shape."""
-    hs, ref = run.hs, None
-    if hs:
-        ref = _at(run.ok, "cublas", hs)
-    if ref is None:
-        return []
-    parts = []
-    for k, p in run.cfg.precisions.items():
-        mine = _at(run.ok, k, hs) if p == "3xtf32" else None
-        if mine is not None:
-            parts.append(f"`{k}` {ref.median_ms / mine.median_ms:.2f}×")
-    if not parts:
-        return []
-    return [f"Their speed at {shape_label(*hs)}, as cuBLAS strict FP32's time over theirs: " + "; ".join(parts) + ".", ""]
 
 
 def _sass(run: _Run) -> list[str]:
