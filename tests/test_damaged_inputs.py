@@ -139,19 +139,22 @@ def test_rows_of_another_gpu_or_commit_are_refused(runs, raw_config, capsys):
     assert "its rows name GPU NVIDIA H200, not the NVIDIA H100 80GB HBM3 of reports/h200/environment.json" in line
     shutil.copy(REF / "h200" / "environment.json", env)
     record = io.read_json(env)
+    commit = record["git_commit"]
     record["git_commit"] = "0123456789abcdef"
     io.write_json(env, record)
-    assert "its rows name commit 31236c2" in _refused(capsys, runs, raw_config)
-    record["git_commit"] = "31236c2"  # an abbreviated commit is the same commit
+    assert f"its rows name commit {commit}" in _refused(capsys, runs, raw_config)
+    record["git_commit"] = commit[:7]  # an abbreviated commit is the same commit
     io.write_json(env, record)
     _compare(runs, raw_config)
 
 
 def test_a_table_mixing_two_runs_is_refused(runs, raw_config, capsys):
     bench = runs / "reports" / "h200" / "bench.csv"
-    rows = pd.concat([pd.read_csv(bench), pd.read_csv(REF / "h100" / "bench.csv").head(3)])
+    own = pd.read_csv(bench)
+    rows = pd.concat([own, pd.read_csv(REF / "h100" / "bench.csv").head(3)])
     io.write_csv(bench, rows)
-    assert "rows of 2 GPUs (310 rows NVIDIA H200, 3 rows NVIDIA H100 80GB HBM3)" in _refused(capsys, runs, raw_config)
+    assert (f"rows of 2 GPUs ({len(own)} rows NVIDIA H200, 3 rows NVIDIA H100 80GB HBM3)"
+            in _refused(capsys, runs, raw_config))
     (runs / "reports" / "h200" / "environment.json").unlink()  # still one run, one GPU, without a record
     assert "rows of 2 GPUs" in _refused(capsys, runs, raw_config)
     rows = pd.read_csv(REF / "h200" / "bench.csv")

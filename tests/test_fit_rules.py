@@ -93,3 +93,19 @@ def test_held_out_shapes_are_timed_for_cublas_and_the_stages_that_ask_only(tmp_p
     assert any(s.m <= 16 for s in skinny) and any(s.n <= 16 for s in skinny)
     raw["suite"]["held_out"]["per_class"] = 0
     assert cfgmod.from_dict(raw).held_out == ()
+
+
+def test_a_held_out_point_is_timed_with_the_draws_budget_where_lower():
+    raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg = cfgmod.from_dict(raw)
+    held, other = cfg.held_out[0], cfg.bench.shapes[0]
+    budget = cfg.held_out_draw.target_ms
+    assert budget < cfg.bench.target_ms and budget < cfg.sweep.target_ms
+    assert cfg.point_target_ms(held, cfg.bench.target_ms) == budget
+    assert cfg.point_target_ms(held, cfg.sweep.target_ms) == budget
+    assert cfg.point_target_ms(other, cfg.bench.target_ms) == cfg.bench.target_ms
+    assert cfg.point_target_ms(held, budget / 2) == budget / 2  # never above the step's own
+    raw["suite"]["held_out"]["target_ms"] = 500
+    assert cfgmod.from_dict(raw).point_target_ms(held, 150) == 150
+    raw["suite"]["held_out"]["per_class"] = 0
+    assert cfgmod.from_dict(raw).point_target_ms(held, 150) == 150

@@ -316,7 +316,7 @@ def _held_out(cfg: Mapping[str, Any], suite: tuple[Shape, ...], bench: tuple[Sha
     h = cfg.get("suite", {}).get("held_out")
     if not h or not h.get("per_class"):
         return None, []
-    draw = HeldOutDraw(seed=int(h["seed"]), per_class=int(h["per_class"]))
+    draw = HeldOutDraw(seed=int(h["seed"]), per_class=int(h["per_class"]), target_ms=float(h["target_ms"]))
     _, score = shape_classes.fit_and_score(draw.seed, draw.per_class, exclude=suite + bench)
     return draw, score
 

@@ -203,6 +203,7 @@ class HeldOutDraw:
     is what the dispatch rules are fitted on (``tools/fit_rules.py``)."""
     seed: int
     per_class: int
+    target_ms: float = 40.0  # a held-out point's timing budget (below the bench's and sweeps' own, never above)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -241,6 +242,14 @@ class LabConfig:
         if impl == "cublas" or (impl not in BASELINE_PRECISION and self._held_out(self.kernel(impl))):
             shapes = shapes + self.held_out
         return tuple(dict.fromkeys(shapes))
+
+    def point_target_ms(self, shape: Shape, target_ms: float) -> float:
+        """The timing budget of one point at ``shape`` in a step whose own is ``target_ms``: the held-out
+        draw's where ``shape`` is held out and that is lower (its shapes are mostly small, and a median
+        settles in far fewer repetitions than the bench's budget buys them), else the step's."""
+        if self.held_out_draw is not None and shape in self.held_out:
+            return min(target_ms, self.held_out_draw.target_ms)
+        return target_ms
 
     @staticmethod
     def _held_out(spec: KernelSpec) -> bool:

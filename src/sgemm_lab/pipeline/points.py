@@ -4,7 +4,7 @@ supervised child process (``point_worker``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..config.load import from_dict
@@ -46,7 +46,8 @@ def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | 
                     for r in runner.check(shape, seed, dists[dist[0]], inputs=Path(inputs) if inputs else None)]
         from ..measure.foreign import DISTURBED
 
-        r = runner.bench(shape, seed, timing)
+        target = cfg.point_target_ms(shape, timing.target_ms)
+        r = runner.bench(shape, seed, timing if target == timing.target_ms else replace(timing, target_ms=target))
         r.setdefault("disturbance", "n/a (CPU timing)")  # a host stage: no GPU to share
         status = "failed" if not r["verified"] else DISTURBED if r.pop("disturbed", False) else "ok"
         if status == DISTURBED:  # verified, but every timed try shared the GPU with other work

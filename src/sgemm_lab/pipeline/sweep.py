@@ -5,6 +5,7 @@ supervised child process (``sweep_worker``); ``time_points`` is the timing loop 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from ..config.load import from_dict
@@ -43,6 +44,8 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
         nonlocal runner
         params, cubin, *where = point
         shape = Shape.of(where[0]) if where else s.shape
+        target = cfg.point_target_ms(shape, timing.target_ms)
+        here = timing if target == timing.target_ms else replace(timing, target_ms=target)
         sp = candidate_spec(spec, params)  # a dispatch stage's candidate; any other stage with these parameters
         launcher = KernelLauncher(sp, cubin)
         f = launcher.func
@@ -54,7 +57,7 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
         if runner is None:
             runner = GpuRunner(cfg, kernel, sp, cubin)
         runner.spec, runner.launch = sp, launcher
-        r = runner.bench(shape, point_seed(seed, json.dumps(params, sort_keys=True), shape, "sweep"), timing)
+        r = runner.bench(shape, point_seed(seed, json.dumps(params, sort_keys=True), shape, "sweep"), here)
         # a point timed while other work shared the GPU is no candidate: the pick reads ok rows only
         status = "failed" if not r["verified"] else "disturbed" if r.pop("disturbed", False) else "ok"
         return [dict(head, status=status, **r)]
