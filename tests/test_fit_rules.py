@@ -8,7 +8,6 @@ import yaml
 from conftest import ROOT
 
 from sgemm_lab.config import load as cfgmod
-from sgemm_lab.config import shape_classes
 from sgemm_lab.config.geometry import evaluate, plan_names, unsupported_reason
 from sgemm_lab.dispatch import choice
 
@@ -40,7 +39,7 @@ def _run(run_dir, *extra):
 
 def test_fit_finds_steps_that_choose_the_fastest_candidate_and_reads_only_the_fit_draw(lab, tmp_path):
     d = lab.held_out_draw
-    fit, score = shape_classes.fit_and_score(d.seed, d.per_class, exclude=lab.suite + lab.bench.shapes)
+    fit, score = cfgmod.held_out_streams(d, lab.suite, lab.bench.shapes)
     fit_shapes, score_shapes = [s for _, s in fit], [s for _, s in score]
     (tmp_path / "dispatch").mkdir()
     ruled = [k for k in lab.kernels if k.dispatched and k.rule is not None]

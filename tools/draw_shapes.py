@@ -3,7 +3,7 @@ as a YAML list to paste into a probe configuration.
 
     python tools/draw_shapes.py [--config config/config.yaml] [--stream fit|score]
 
-Both streams come from suite.held_out's seed and per_class (``sgemm_lab.config.shape_classes.fit_and_score``),
+Both streams come from suite.held_out's seed and per_class (``sgemm_lab.config.load.held_out_streams``),
 neither holding a shape of the config's suite or bench; ``score`` is what the pipeline times as held out,
 ``fit`` what tools/fit_rules.py fits the rules' STEPs on. One line a shape, with the class it was drawn for.
 """
@@ -20,7 +20,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _cli import run  # noqa: E402
 from sgemm_lab.config import load as cfgmod  # noqa: E402
-from sgemm_lab.config import shape_classes  # noqa: E402
 
 
 def main() -> int:
@@ -32,7 +31,7 @@ def main() -> int:
     d = cfg.held_out_draw
     if d is None:
         raise ValueError(f"{args.config} has no held-out draw (suite.held_out with per_class > 0)")
-    fit, score = shape_classes.fit_and_score(d.seed, d.per_class, exclude=cfg.suite + cfg.bench.shapes)
+    fit, score = cfgmod.held_out_streams(d, cfg.suite, cfg.bench.shapes)
     drawn = fit if args.stream == "fit" else score
     print(f"# {args.stream} stream of seed {d.seed}, {d.per_class} a class")
     print("shapes:")

@@ -32,7 +32,6 @@ import pandas as pd  # noqa: E402
 
 from _cli import run  # noqa: E402
 from sgemm_lab.config import load as cfgmod  # noqa: E402
-from sgemm_lab.config import shape_classes  # noqa: E402
 from sgemm_lab.config.geometry import evaluate, plan_names, unsupported_reason  # noqa: E402
 from sgemm_lab.config.records import Shape  # noqa: E402
 from sgemm_lab.dispatch import choice  # noqa: E402
@@ -98,7 +97,7 @@ def main() -> int:
     d = cfg.held_out_draw
     if d is None:
         raise ValueError(f"{args.config} has no held-out draw (suite.held_out with per_class > 0)")
-    fit_draw, _ = shape_classes.fit_and_score(d.seed, d.per_class, exclude=cfg.suite + cfg.bench.shapes)
+    fit_draw, _ = cfgmod.held_out_streams(d, cfg.suite, cfg.bench.shapes)
     wanted = {(s.m, s.n, s.k) for _, s in fit_draw}
     ruled = [k for k in cfg.kernels if k.dispatched and k.rule is not None]
     if not ruled:

@@ -308,17 +308,22 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config", origins: "Origin
     )
 
 
-def _held_out(cfg: Mapping[str, Any], suite: tuple[Shape, ...], bench: tuple[Shape, ...]):
-    """The held-out draw (suite.held_out) and its (class, shape) pairs: the score stream of the seed, none of
-    them in the suite, the bench or the fit stream (shape_classes.fit_and_score)."""
+def held_out_streams(draw: HeldOutDraw, suite, bench):
+    """(fit, score): the (class, shape) pairs of the draw's two streams, neither holding a shape of the suite
+    or the bench (shape_classes.fit_and_score): the dispatch rules are fitted on the first, the pipeline
+    times the second as held out. One place for the exclusion, for the config and the tools alike."""
     from . import shape_classes
 
+    return shape_classes.fit_and_score(draw.seed, draw.per_class, exclude=tuple(suite) + tuple(bench))
+
+
+def _held_out(cfg: Mapping[str, Any], suite: tuple[Shape, ...], bench: tuple[Shape, ...]):
+    """The held-out draw (suite.held_out) and its (class, shape) pairs: the score stream of the seed."""
     h = cfg.get("suite", {}).get("held_out")
     if not h or not h.get("per_class"):
         return None, []
     draw = HeldOutDraw(seed=int(h["seed"]), per_class=int(h["per_class"]), target_ms=float(h["target_ms"]))
-    _, score = shape_classes.fit_and_score(draw.seed, draw.per_class, exclude=suite + bench)
-    return draw, score
+    return draw, held_out_streams(draw, suite, bench)[1]
 
 
 def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> LabConfig:

@@ -239,7 +239,7 @@ class LabConfig:
             shapes = self.bench.shapes
         else:
             shapes = self.bench.shapes + self.suite
-        if impl == "cublas" or (impl not in BASELINE_PRECISION and self._held_out(self.kernel(impl))):
+        if impl == "cublas" or (impl not in BASELINE_PRECISION and self.times_held_out(self.kernel(impl))):
             shapes = shapes + self.held_out
         return tuple(dict.fromkeys(shapes))
 
@@ -252,7 +252,8 @@ class LabConfig:
         return target_ms
 
     @staticmethod
-    def _held_out(spec: KernelSpec) -> bool:
+    def times_held_out(spec: KernelSpec) -> bool:
+        """Whether the bench times ``spec`` on the held-out shapes: ``held_out: true`` and a GPU stage."""
         return spec.held_out and (spec.backend == "cuda" or spec.autotuned)
 
     @staticmethod

@@ -46,8 +46,7 @@ def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | 
                     for r in runner.check(shape, seed, dists[dist[0]], inputs=Path(inputs) if inputs else None)]
         from ..measure.foreign import DISTURBED
 
-        target = cfg.point_target_ms(shape, timing.target_ms)
-        r = runner.bench(shape, seed, timing if target == timing.target_ms else replace(timing, target_ms=target))
+        r = runner.bench(shape, seed, replace(timing, target_ms=cfg.point_target_ms(shape, timing.target_ms)))
         r.setdefault("disturbance", "n/a (CPU timing)")  # a host stage: no GPU to share
         status = "failed" if not r["verified"] else DISTURBED if r.pop("disturbed", False) else "ok"
         if status == DISTURBED:  # verified, but every timed try shared the GPU with other work

@@ -44,8 +44,7 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
         nonlocal runner
         params, cubin, *where = point
         shape = Shape.of(where[0]) if where else s.shape
-        target = cfg.point_target_ms(shape, timing.target_ms)
-        here = timing if target == timing.target_ms else replace(timing, target_ms=target)
+        here = replace(timing, target_ms=cfg.point_target_ms(shape, timing.target_ms))
         sp = candidate_spec(spec, params)  # a dispatch stage's candidate; any other stage with these parameters
         launcher = KernelLauncher(sp, cubin)
         f = launcher.func

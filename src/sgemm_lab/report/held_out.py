@@ -21,8 +21,7 @@ def _rule_gap(dispatch: pd.DataFrame, kernel: str, s) -> float:
     if dispatch is None or dispatch.empty or "rule_gap" not in dispatch:
         return math.nan
     hit = dispatch[(dispatch.kernel == kernel) & (dispatch.m == s.m) & (dispatch.n == s.n) & (dispatch.k == s.k)]
-    gap = hit["rule_gap"].astype(float).iloc[0] if len(hit) else math.nan
-    return gap
+    return hit["rule_gap"].astype(float).iloc[0] if len(hit) else math.nan
 
 
 def held_out_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | None,
@@ -33,7 +32,7 @@ def held_out_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | No
     and how often each rule was within 5%."""
     if not cfg.held_out:
         return []
-    timed = {k.id for k in cfg.kernels if k.held_out and (k.backend == "cuda" or k.autotuned)}
+    timed = {k.id for k in cfg.kernels if cfg.times_held_out(k)}
     strict = [k.id for k in cfg.kernels if k.id in timed and k.precision == "fp32"]
     accurate = [k for k in fp32_accurate_stages(cfg, checks) if k in timed]
     ruled = [k for k in cfg.kernels if k.id in timed and k.dispatched and k.rule is not None]
