@@ -62,6 +62,9 @@
 #ifndef SPLIT_SLOTS
 #define SPLIT_SLOTS 264  // blocks the split-K workspace holds (launch plan: tiles * splits <= this)
 #endif
+#ifndef SPLIT_WAVES
+#define SPLIT_WAVES 1  // waves of SPLIT_SLOTS blocks the workspace holds: > 1 lets the plan split more tiles than one wave
+#endif
 #ifndef GROUP_M
 #define GROUP_M 8
 #endif
@@ -120,13 +123,15 @@ static_assert(BM % A_ROWS_PER_PASS == 0, "BM must be a multiple of THREADS/2 (ro
 static_assert((4 * THREADS) % BN == 0, "THREADS float4 must cover whole rows of the B tile");
 static_assert(SMEM_BYTES <= 48 * 1024, "static shared memory is limited to 48 KB");
 static_assert(SPLIT_SLOTS >= 0 && GROUP_M >= 1, "SPLIT_SLOTS >= 0 (0: no split-K) and GROUP_M >= 1");
+static_assert(SPLIT_WAVES >= 1, "SPLIT_WAVES >= 1");
+constexpr int SPLIT_BLOCKS = SPLIT_SLOTS * SPLIT_WAVES;     // blocks of a split launch the workspace holds
 
 #if SPLIT_SLOTS > 0
 // Split-K scratch: one partial tile per block of a split launch, in the thread-private order
 // [block][quad][thread] (every store and load coalesced), and per node of a tile's tree (S - 1 per tile,
 // from tile * S) an arrival counter and a flag that says the first block's sum has landed.
-__device__ float4 splitPartials[SPLIT_SLOTS * QUADS * THREADS];
-__device__ unsigned int splitArrivals[2 * SPLIT_SLOTS];  // counters, then flags (+ SPLIT_SLOTS)
+__device__ float4 splitPartials[SPLIT_BLOCKS * QUADS * THREADS];
+__device__ unsigned int splitArrivals[2 * SPLIT_BLOCKS];  // counters, then flags (+ SPLIT_BLOCKS)
 #endif
 
 // The whole block: main loop, partial K-tile, epilogue (and split-K reduction). VEC: A and B are
@@ -153,10 +158,10 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
     const int tBegin = blockIdx.z * perSplit, tEnd = min(kTiles, tBegin + perSplit);
     const int fullEnd = max(tBegin, min(tEnd, kFull));
 #if SPLIT_SLOTS > 0
-    // The launch plan keeps tilesM * tilesN * gridDim.z <= SPLIT_SLOTS; anything else would overrun the
+    // The launch plan keeps tilesM * tilesN * gridDim.z <= SPLIT_BLOCKS; anything else would overrun the
     // split-K workspace, so stop loudly (here, before the main loop, so that nothing of it stays live
     // across the loop).
-    if (gridDim.z > 1 && tilesM * tilesN * (int)gridDim.z > SPLIT_SLOTS)
+    if (gridDim.z > 1 && tilesM * tilesN * (int)gridDim.z > SPLIT_BLOCKS)
         __trap();
 #endif
 
@@ -433,11 +438,11 @@ __device__ __forceinline__ void gemmBlock(int M, int N, int K, float alpha, cons
                 __threadfence();  // the sum is visible GPU-wide before the flag
                 __syncthreads();
                 if (tid == 0)
-                    atomicExch(&counters[SPLIT_SLOTS + parent + span - 1], 1u);
+                    atomicExch(&counters[SPLIT_BLOCKS + parent + span - 1], 1u);
                 return;
             }
             if (tid == 0) {
-                unsigned int* ready = &counters[SPLIT_SLOTS + parent + span - 1];
+                unsigned int* ready = &counters[SPLIT_BLOCKS + parent + span - 1];
                 while (atomicAdd(ready, 0u) == 0u) {
                 }
                 *ready = 0;  // seen: ready for the next launch

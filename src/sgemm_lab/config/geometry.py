@@ -274,6 +274,9 @@ def splits(spec: KernelSpec, shape: Shape) -> int:
     When the output tiles alone leave most of the ``SPLIT_SLOTS`` resident blocks idle, K is cut into
     as many slices as fit (at most ``SPLIT_MAX``, each at least ``SPLIT_MIN`` K-steps deep, by default
     ``SPLIT_MIN_KTILES``), so that tiles * slices <= SPLIT_SLOTS, the size of the kernel's workspace.
+    A kernel whose workspace holds ``SPLIT_WAVES`` > 1 waves of ``SPLIT_SLOTS`` blocks may also split
+    an output of more tiles than one wave: of the counts that fit, the one of the fewest waves x K-steps
+    a slice (the wave quantisation of ``tiles * slices`` over the resident blocks), the fewest on a tie.
     Slices are equal in K-steps; the count is then reduced so that none is empty.
     """
     p = spec.params
@@ -284,9 +287,17 @@ def splits(spec: KernelSpec, shape: Shape) -> int:
     cluster = p.get("CLUSTER_N", 1)  # a cluster's spare blocks past N hold resident slots too
     tiles = _cdiv(shape.m, p["BM"]) * _cdiv(_cdiv(shape.n, p["BN"]), cluster) * cluster
     k_tiles = _cdiv(shape.k, p["BK"])
-    s = min(slots // tiles, k_tiles // max(1, p.get("SPLIT_MIN", SPLIT_MIN_KTILES)), p.get("SPLIT_MAX", slots))
+    waves = p.get("SPLIT_WAVES", 1)
+    s = min(slots * waves // tiles, k_tiles // max(1, p.get("SPLIT_MIN", SPLIT_MIN_KTILES)),
+            p.get("SPLIT_MAX", slots * waves))
     if s <= 1:
         return 1
+    if waves > 1:
+        # Slices over several waves: the count whose waves x K-steps a slice is least (the fewest on a
+        # tie), so that the last wave's idle slots shrink as the slices grow shorter.
+        s = min(range(1, s + 1), key=lambda c: (_cdiv(tiles * c, slots) * _cdiv(k_tiles, c), c))
+        if s == 1:
+            return 1
     return _cdiv(k_tiles, _cdiv(k_tiles, s))
 
 
