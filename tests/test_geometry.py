@@ -158,6 +158,28 @@ def test_split_k_counts_the_spare_blocks_of_a_cluster():
     assert grid[2] == 64
 
 
+@pytest.mark.parametrize("m,n,k,waves,want", [
+    # 299 tiles of 64 x 64 for 528 resident blocks, 154 K-steps: one ragged wave unsplit; with room for
+    # four waves, 7 slices are 2093 blocks, 3.96 waves of 22 K-steps (88 against 154)
+    (58, 19111, 2452, 1, 1),
+    (58, 19111, 2452, 4, 7),
+    (58, 19111, 2452, 2, 3),     # at most 1056 blocks: 3 slices, 2 waves of 52 K-steps (104)
+    (4096, 4096, 4096, 4, 1),    # 4096 tiles: more than the workspace's four waves, never split
+    (512, 512, 16384, 4, 8),     # 64 tiles, 1024 K-steps: 8 slices fill one wave (16 in two tie: the fewer)
+])
+def test_split_over_waves_takes_the_fewest_wave_steps(m, n, k, waves, want):
+    s = _split_spec(BM=64, BN=64, SPLIT_SLOTS=528, SPLIT_MAX=128, SPLIT_WAVES=waves)
+    shape = Shape(m=m, n=n, k=k)
+    grid = geometry.plan(s, shape).grid
+    assert grid[2] == geometry.splits(s, shape) == want
+    tiles, k_tiles = grid[0] * grid[1], -(-k // 16)
+    assert want == 1 or tiles * grid[2] <= 528 * waves  # the workspace holds SPLIT_WAVES waves of SPLIT_SLOTS blocks
+    assert (grid[2] - 1) * -(-k_tiles // grid[2]) < k_tiles  # the last slice has work
+    cost = lambda c: -(-tiles * c // 528) * -(-k_tiles // c)  # noqa: E731
+    fits = [1] + [c for c in range(2, 129) if tiles * c <= 528 * waves and k_tiles // c >= 8]
+    assert cost(want) == min(cost(c) for c in fits) and want == min(c for c in fits if cost(c) == cost(want))
+
+
 def test_no_split_without_workspace_or_for_other_kernels():
     assert geometry.splits(_split_spec(SPLIT_SLOTS=0), Shape(m=512, n=512, k=16384)) == 1
     assert geometry.plan(spec(), Shape(m=64, n=64, k=65536)).grid[2] == 1
