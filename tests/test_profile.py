@@ -39,17 +39,20 @@ def test_launches_are_attributed_in_order_and_checked_by_name():
     df = profile.tidy(raw, items=items)
     assert df.groupby("kernel").ncu_kernel.first().to_dict() == {"x": "sgemm_x", "cublas": "sm90_xmma_gemm_f32f32_nn"}
     assert df[df.kernel == "cublas"].set_index("metric").loc["duration", "value"] == 98765
-    with pytest.raises(Exception, match="launch 0 is sgemm_x, expected a cuBLAS gemm kernel for cublas"):
+    with pytest.raises(Exception, match="launch 0 is sgemm_x, expected a cuBLAS gemm or gemv kernel for cublas"):
         profile.tidy(raw, items=items[::-1])
     with pytest.raises(Exception, match="launch 1 is sgemm_x, expected sgemm_y"):
         profile.tidy(RAW, items=[_item("x", "sgemm_x", BIG), _item("y", "sgemm_y", BIG)])
+    # a few-row output on which cuBLAS runs a matrix-vector kernel is still cuBLAS's launch
+    gemv = RAW.replace('"1","sgemm_x"', '"1","gemv2T_kernel_val"')
+    assert profile.tidy(gemv, items=items).groupby("kernel").ncu_kernel.first()["cublas"] == "gemv2T_kernel_val"
 
 
 def test_kernel_regex_names_every_entry_and_cublas():
     items = [_item("a", "sgemm_b", BIG), _item("c", "sgemm_a", BIG), _item("d", "sgemm_a", BIG)]
     assert profile.kernel_regex(items) == "regex:^(sgemm_a|sgemm_b)$"
-    assert profile.kernel_regex(items + [_item("cublas", None, BIG)]) == "regex:^(sgemm_a|sgemm_b)$|gemm"
-    assert profile.kernel_regex([_item("cublas", None, BIG)]) == "regex:gemm"
+    assert profile.kernel_regex(items + [_item("cublas", None, BIG)]) == "regex:^(sgemm_a|sgemm_b)$|gemm|gemv"
+    assert profile.kernel_regex([_item("cublas", None, BIG)]) == "regex:gemm|gemv"
     assert [(i.impl, s) for i, s in profile.launches([_item("a", "e", SMALL, BIG), _item("b", "f", BIG)])] == \
         [("a", SMALL), ("a", BIG), ("b", BIG)]
 

@@ -91,11 +91,12 @@ class ProfileItem:
 
 
 def kernel_regex(items: list[ProfileItem]) -> str:
-    """The entry names, anchored, and ``gemm`` when cuBLAS is among them (its kernel names vary)."""
+    """The entry names, anchored, and ``gemm`` or ``gemv`` when cuBLAS is among them (its kernel names
+    vary, and for outputs of a few rows or columns it may run a matrix-vector kernel)."""
     names = sorted({i.entry for i in items if i.entry})
     parts = [f"^({'|'.join(names)})$"] if names else []
     if any(i.entry is None for i in items):
-        parts.append("gemm")
+        parts.append("gemm|gemv")
     return "regex:" + "|".join(parts)
 
 
@@ -132,8 +133,8 @@ def tidy(raw_csv: str, *, items: list[ProfileItem]) -> "pd.DataFrame":
     """ncu's raw CSV page (header row, units row, one row per profiled launch) -> tidy rows.
 
     Launches are matched to ``launches(items)`` in order (the profiled process makes them in that
-    order); a launch whose kernel name is not the implementation's entry (or, for cuBLAS, has no
-    ``gemm`` in it) means the order is off, and nothing is attributed.
+    order); a launch whose kernel name is not the implementation's entry (or, for cuBLAS, has neither
+    ``gemm`` nor ``gemv`` in it) means the order is off, and nothing is attributed.
     """
     import pandas as pd
 
@@ -148,8 +149,9 @@ def tidy(raw_csv: str, *, items: list[ProfileItem]) -> "pd.DataFrame":
     rows = []
     for i, (item, shape) in enumerate(expected):
         name = str(data.loc[i, "Kernel Name"]) if "Kernel Name" in data else ""
-        if name and (name != item.entry if item.entry else ("gemm" not in name or name in ours)):
-            raise LabError(f"ncu launch {i} is {name}, expected {item.entry or 'a cuBLAS gemm kernel'} "
+        cublas_name = ("gemm" in name or "gemv" in name) and name not in ours
+        if name and (name != item.entry if item.entry else not cublas_name):
+            raise LabError(f"ncu launch {i} is {name}, expected {item.entry or 'a cuBLAS gemm or gemv kernel'} "
                            f"for {item.impl} at {shape}")
         for metric, short in METRICS.items():
             if metric not in data.columns:
