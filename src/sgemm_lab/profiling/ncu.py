@@ -4,8 +4,8 @@ The profile step starts one ncu process (``Profiler.start``) over one profiled p
 (``python -m sgemm_lab.profiling.target --plan``) that loads each implementation in turn and launches it
 once per profile shape, after warming the GPU up with a spin kernel (``lab_spin``, never matched). One
 ncu start-up, one perfworks set-up and one report for the whole ladder, instead of one per stage.
-ncu selects the launches by kernel-name regex (the entry names, and ``gemm`` for cuBLAS, whose kernel
-names vary) with ``--launch-count`` = number of launches and ``--clock-control none`` (the GPU's own
+ncu selects the launches by kernel-name regex over demangled names (the entry names, and ``gemm`` or
+``gemv`` for cuBLAS, whose kernel names vary) with ``--launch-count`` = number of launches and ``--clock-control none`` (the GPU's own
 clocks, as timed); the profiled launches are matched back to (implementation, shape) in launch order,
 and each match is checked against the kernel's name.
 """
@@ -110,7 +110,9 @@ def ncu_command(*, ncu: str, report: Path, regex: str, launches: int, target: li
     """The profiling command; with ``csv_log`` ncu also writes the raw page as CSV to that file, so that
     no second ncu process has to read the report back."""
     csv = ["--csv", "--page", "raw", "--print-units", "base", "--log-file", str(csv_log)] if csv_log else []
-    return [ncu, "--clock-control", "none", "--kernel-name-base", "function", "--kernel-name", regex,
+    # demangled names: cuBLAS runs some shapes in CUTLASS templates whose function name is only
+    # "Kernel2"; the template's arguments say gemm (the entries are extern "C", their names as written)
+    return [ncu, "--clock-control", "none", "--kernel-name-base", "demangled", "--kernel-name", regex,
             "--launch-count", str(launches), "--metrics", ",".join(METRICS), "--force-overwrite",
             "--export", str(report), *csv, *target]
 
