@@ -20,9 +20,10 @@
 // - Sums across the 32 lanes once, at the end of the slice, by a butterfly that halves the values
 //   each lane holds at every level (a reduce-scatter: 62 shuffles for 64 values, not 320), so that
 //   each lane ends with R*BN/32 of the warp's results.
-// - Split-K for shapes with few row blocks (the launch plan, geometry: SPLIT_SLOTS): every slice
-//   stores its partial tile, and the last block of a tile to arrive adds the partials in slice
-//   order 0..S-1 (deterministic, no floating-point atomics), as stage 11 does.
+// - Split-K for shapes with few row blocks, or (SPLIT_WAVES > 1) whose blocks leave the last wave
+//   ragged (the launch plan, geometry: SPLIT_SLOTS, SPLIT_WAVES): every slice stores its partial tile,
+//   and the last block of a tile to arrive adds the partials in slice order 0..S-1 (deterministic, no
+//   floating-point atomics; no block waits for another, so the slices may run in different waves).
 // Any M, any K (no alignment needed: A and B are read with 4-byte loads, coalesced), N <= BN.
 //
 // Narrow on the other side (NARROW_ROWS = 1; M <= BN < N, e.g. 12 x 6144 x 10240: y^T = x^T B): now B is
@@ -55,7 +56,10 @@
 #define MINBLOCKS 2
 #endif
 #ifndef SPLIT_SLOTS
-#define SPLIT_SLOTS 264  // blocks the split-K workspace holds (launch plan: tiles * splits <= this)
+#define SPLIT_SLOTS 264  // blocks resident at once; the split-K workspace holds SPLIT_WAVES waves of them
+#endif
+#ifndef SPLIT_WAVES
+#define SPLIT_WAVES 1  // > 1: the plan may split outputs of more tiles than one wave (launch plan: tiles * splits <= SPLIT_SLOTS * SPLIT_WAVES)
 #endif
 #ifndef NARROW_ROWS
 #define NARROW_ROWS 1  // 1: outputs of M <= BN rows (and N > BN) run too, their transpose tiled (rowsBlock)
@@ -75,15 +79,16 @@ static_assert(THREADS % 32 == 0 && BM % NWARPS == 0 && R >= 1, "BM must be a who
 static_assert(BK % 32 == 0, "BK must be a multiple of 32 (one k per lane per pass)");
 static_assert(BN == 4 || BN == 8 || BN == 16, "BN must be 4, 8 or 16");
 static_assert(2 * BK * pitch(BN) * 4 <= 48 * 1024, "static shared memory is limited to 48 KB");
-static_assert(SPLIT_SLOTS >= 0, "SPLIT_SLOTS >= 0 (0: no split-K)");
+static_assert(SPLIT_SLOTS >= 0 && SPLIT_WAVES >= 1, "SPLIT_SLOTS >= 0 (0: no split-K), SPLIT_WAVES >= 1");
+constexpr int SPLIT_BLOCKS = SPLIT_SLOTS * SPLIT_WAVES;  // blocks of a split launch the workspace holds
 static_assert(NARROW_ROWS == 0 || NARROW_ROWS == 1, "NARROW_ROWS: 0 or 1");
 static_assert(!NARROW_ROWS || (BM % 32 == 0 && BK % NWARPS == 0), "rows path: BM a multiple of 32 columns, BK of the warps");
 static_assert(!NARROW_ROWS || NWARPS * BN * BM <= 2 * BK * pitch(BN), "rows path: the warps' partials fit in B's shared buffers");
 
 #if SPLIT_SLOTS > 0
 // Split-K scratch: one partial tile (BM x NB) per block of a split launch, and one arrival counter per tile.
-__device__ float splitPartials[SPLIT_SLOTS * BM * BN];
-__device__ unsigned int splitArrivals[SPLIT_SLOTS];
+__device__ float splitPartials[SPLIT_BLOCKS * BM * BN];
+__device__ unsigned int splitArrivals[SPLIT_BLOCKS];
 #endif
 
 // Butterfly reduce-scatter over the 32 lanes of a warp, one level per offset O = 16, 8, ..., 1: while
@@ -123,8 +128,8 @@ __device__ __forceinline__ void butterfly(float (&v)[V], int lane, int& idx, boo
 template <int TILE>
 __device__ __forceinline__ float* splitSlot(int tile, int S, int z) {
     static_assert(TILE <= BM * BN, "a partial tile fits its slot");
-    // The launch plan keeps tiles * S <= SPLIT_SLOTS; anything else would overrun the workspace.
-    if ((int)gridDim.y * S > SPLIT_SLOTS)
+    // The launch plan keeps tiles * S <= SPLIT_BLOCKS; anything else would overrun the workspace.
+    if ((int)gridDim.y * S > SPLIT_BLOCKS)
         __trap();
     return splitPartials + (size_t)(tile * S + z) * TILE;
 }
