@@ -194,3 +194,14 @@ def test_figures_drawn_side_by_side_are_the_figures_drawn_one_after_another(lab,
         pids.unlink()
         assert by == {str(os.getpid())} if processes == 1 else str(os.getpid()) not in by  # forked: drawn elsewhere
     assert len(drawn[1]) == 8 and drawn[1] == drawn[3]
+
+
+def test_size_figure_with_only_the_references_timed_is_no_figure_not_an_error(tmp_path):
+    # a run whose stages skip every size of the ladder (narrow stages only): cuBLAS alone has rows there
+    cfg = cfgmod.load(ROOT / "config" / "config.yaml")
+    bench = pd.read_csv(FIX / "bench.csv")
+    refs = bench[bench.kernel.isin(plots.REFERENCE_LINES) & (bench.status == "ok")]
+    assert len(refs) > 0
+    assert plots.tflops_vs_size_figure(refs, order=list(cfg.implementations)) is None
+    plots.tflops_vs_size(refs, tmp_path / "size.png", order=list(cfg.implementations))
+    assert (tmp_path / "size.png").read_bytes()[:4] == b"\x89PNG"  # the picture that says why

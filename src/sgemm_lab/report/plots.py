@@ -43,7 +43,7 @@ def tflops_vs_size(bench: pd.DataFrame, out: Path, order: list[str], families: d
     """TFLOP/s against problem size: one panel per family of stages (``families``: stage -> panel title,
     in the order first met in ``order``), one line per stage, cuBLAS as black reference lines in every
     panel; each panel's legend sits below it, outside the data."""
-    _save_or_say(tflops_vs_size_figure(bench, order=order, families=families), out, "no verified timings")
+    _save_or_say(tflops_vs_size_figure(bench, order=order, families=families), out, "no stage has verified timings at these sizes")
 
 
 def _two_lines(label: str) -> str:
@@ -67,6 +67,8 @@ def tflops_vs_size_figure(bench: pd.DataFrame, *, order: list[str], families: di
     panels: dict[str, list[str]] = {}
     for k in kernels:
         panels.setdefault(families.get(k, "stages"), []).append(k)
+    if not panels:  # only the reference lines timed at these sizes (a run of narrow stages, say)
+        return None
     sns.set_theme(style="whitegrid", context="notebook")
     cols = min(2, len(panels))
     rows = -(-len(panels) // cols)
