@@ -62,7 +62,7 @@
 #define SPLIT_WAVES 1  // > 1: the plan may split outputs of more tiles than one wave (launch plan: tiles * splits <= SPLIT_SLOTS * SPLIT_WAVES)
 #endif
 #ifndef NARROW_ROWS
-#define NARROW_ROWS 1  // 1: outputs of M <= BN rows (and N > BN) run too, their transpose tiled (rowsBlock)
+#define NARROW_ROWS 0  // 1: outputs of M <= BN rows (and N > BN) run too, their transpose tiled (rowsBlock); 0 as the launch plan assumes when unset
 #endif
 
 constexpr int NWARPS = THREADS / 32;
