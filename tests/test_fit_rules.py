@@ -108,3 +108,53 @@ def test_a_held_out_point_is_timed_with_the_draws_budget_where_lower():
     assert cfgmod.from_dict(raw).point_target_ms(held, 150) == 150
     raw["suite"]["held_out"]["per_class"] = 0
     assert cfgmod.from_dict(raw).point_target_ms(held, 150) == 150
+
+
+def test_also_adds_other_runs_shapes_but_never_the_held_out_ones_and_cv_scores_the_search(lab, tmp_path):
+    fit, score = cfgmod.held_out_streams(lab.held_out_draw, lab.suite, lab.bench.shapes)
+    fit_shapes, score_shapes = [s for _, s in fit], [s for _, s in score]
+    extra_shapes = list(lab.bench.shapes)[:5]  # another run's shapes, none of them held out
+    assert not {(s.m, s.n, s.k) for s in extra_shapes} & {(s.m, s.n, s.k) for s in score_shapes}
+    spec = next(k for k in lab.kernels if k.dispatched and k.rule is not None)
+    truth = [spec.rule.step[0]] + [round(s * 1.3) for s in spec.rule.step[1:]]
+    for run, shapes in (("fit", fit_shapes), ("other", extra_shapes + score_shapes[:3])):
+        (tmp_path / run / "dispatch").mkdir(parents=True)
+        _sweep_rows(lab, spec, shapes, truth).to_csv(tmp_path / run / "dispatch" / f"{spec.id}.csv", index=False)
+    res = _run(tmp_path / "fit", "--stage", spec.id, "--also", str(tmp_path / "other"), "--cv", "4", "--top", "1")
+    assert res.returncode == 0, res.stderr
+    n = len({(s.m, s.n, s.k) for s in fit_shapes + extra_shapes})
+    assert res.stdout.splitlines()[0] == f"{spec.id}: {n} shapes, cost {spec.rule.cost}"
+    assert "(3 shapes of the held-out draw in --also runs left out)" in res.stdout
+    cv = next(line for line in res.stdout.splitlines() if "4-fold cv" in line)
+    assert f" of {n}, worst " in cv
+    assert sum("cost " in line for line in res.stdout.splitlines()) == 1  # --stage: that stage alone
+
+
+def test_cv_and_stage_are_refused_in_one_line_when_wrong(lab, tmp_path):
+    (tmp_path / "dispatch").mkdir()
+    for extra, words in ((["--cv", "1"], "--cv takes the number of folds"), (["--stage", "no_such"], "no_such")):
+        res = _run(tmp_path, *extra)
+        assert res.returncode == 1 and words in res.stderr and "Traceback" not in res.stderr, res.stderr
+
+
+def test_cross_validation_scores_each_fold_with_steps_found_without_it():
+    sys.path.insert(0, str(ROOT / "tools"))
+    import fit_rules
+
+    assert fit_rules.folds(10, 3) == [[0, 3, 6, 9], [1, 4, 7], [2, 5, 8]]
+    # three shapes; candidate 0 is fastest on shapes 0 and 1, candidate 1 on shape 2
+    times = [{0: 1.0, 1: 2.0}, {0: 1.0, 1: 2.0}, {0: 3.0, 1: 1.0}]
+    seen = []
+
+    def best(train):  # "fitted" on the training shapes: the candidate fastest on most of them
+        seen.append(sorted(train))
+        return (0,) if sum(min(times[j], key=times[j].get) == 0 for j in train) * 2 >= len(train) else (1,)
+
+    def picks(steps):  # a rule that always picks the candidate its STEPs name
+        return [steps[0]] * len(times)
+
+    line = fit_rules.cross_validate(3, 3, best, picks, times, 1.05)
+    assert seen == [[1, 2], [0, 2], [0, 1]]  # each fold's STEPs come from the others alone
+    # shape 2 is scored with the STEPs of shapes 0 and 1 (candidate 0: 3x its fastest); shapes 0 and 1
+    # with those of {1, 2} and {0, 2}, a tie that picks candidate 0: right
+    assert "within 5% on 2 of 3, worst 3.000x" in line

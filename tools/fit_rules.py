@@ -1,7 +1,8 @@
 """Fit each dispatch rule's STEPs on the shapes of the fit draw, from a run that timed every candidate there.
 
     python tools/fit_rules.py reports/RUN [--config config/config.yaml] [--within 1.05] [--top 5]
-                              [--cost STAGE=EXPRESSION ...]
+                              [--cost STAGE=EXPRESSION ...] [--also reports/OTHER ...] [--cv K]
+                              [--stage STAGE ...]
 
 RUN is a run whose shape sweeps (reports/RUN/dispatch/<stage>.csv) hold the fit stream of the config's
 suite.held_out draw (reports/probes/rules_fit/probe.yaml makes one). For every dispatch stage of the
@@ -9,9 +10,13 @@ config with a rule: the rule as configured scored on those shapes, then the STEP
 first candidate's STEP held (the cost's unit), every other candidate's searched from half to twice its
 configured value. A rule's score on a shape is its choice's time over the fastest candidate's; the
 order is: most shapes within --within, then the smallest worst ratio, then the smallest geometric mean.
-Only the fit draw's shapes are read, whatever else the run timed: the held-out draw stays unseen.
---cost tries another cost expression for a stage (the names of its rule, ``geometry.plan_names``) with the
-same search, to compare forms of a rule before one is written into the config.
+Only the fit draw's shapes are read from RUN, whatever else it timed: the held-out draw stays unseen.
+--also adds every shape of another run's shape sweeps (a probe's, a reference's bench and suite shapes)
+except the held-out draw's, which are dropped and counted. --cost tries another cost expression for a
+stage (the names of its rule, ``geometry.plan_names``) with the same search, to compare forms of a rule
+before one is written into the config; --cv K scores each form by K-fold cross-validation over the
+shapes (the STEPs searched on K - 1 folds, the choice scored on the one left out), which says how a form
+does on shapes it was not fitted on, as the held-out draw will.
 """
 
 from __future__ import annotations
@@ -54,8 +59,9 @@ def _score(picks: list[int], times: list[dict[int, float]], within: float) -> tu
     return sum(g <= within for g in gaps), max(gaps), geo
 
 
-def fit(spec, shapes: list[Shape], times: list[dict[int, float]], within: float, top: int) -> list[str]:
-    """Lines: the configured STEPs' score, then the ``top`` best STEP sets and theirs."""
+def fit(spec, shapes: list[Shape], times: list[dict[int, float]], within: float, top: int, cv: int = 0) -> list[str]:
+    """Lines: the configured STEPs' score, then the ``top`` best STEP sets and theirs; with ``cv`` > 1, the
+    cross-validated score of the search (:func:`cross_validate`)."""
     n = len(spec.candidates)
     grids = [[spec.rule.step[0]]] + [_grid(s) for s in spec.rule.step[1:]]
     # each candidate's cost depends on its own STEP only: tabulate it once per (candidate, shape, STEP)
@@ -76,10 +82,41 @@ def fit(spec, shapes: list[Shape], times: list[dict[int, float]], within: float,
         return (f"  {label:12s} STEP {list(steps)}: within {within - 1:.0%} on {w} of {len(shapes)}, "
                 f"worst {worst:.3f}x, geometric mean {geo:.4f}x")
 
+    def best(idx: list[int]) -> tuple:
+        """The STEP set that scores best on the shapes ``idx`` (ties: the one nearest the configured)."""
+        sub = [times[j] for j in idx]
+        return min(itertools.product(*grids), key=lambda st: (
+            lambda sc: (-sc[0], sc[1], sc[2], [abs(a - b) for a, b in zip(st, spec.rule.step)]))(
+            _score([picks(st)[j] for j in idx], sub, within)))
+
     ranked = sorted(((_score(picks(st), times, within), st) for st in itertools.product(*grids)),
                     key=lambda r: (-r[0][0], r[0][1], r[0][2], [abs(a - b) for a, b in zip(r[1], spec.rule.step)]))
-    return ([f"{spec.id}: {len(shapes)} shapes, cost {spec.rule.cost}", line(spec.rule.step, "configured")]
-            + [line(st, f"fit #{i + 1}") for i, (_, st) in enumerate(ranked[:top])])
+    out = ([f"{spec.id}: {len(shapes)} shapes, cost {spec.rule.cost}", line(spec.rule.step, "configured")]
+           + [line(st, f"fit #{i + 1}") for i, (_, st) in enumerate(ranked[:top])])
+    if cv > 1:
+        out.append(cross_validate(len(shapes), cv, best, picks, times, within))
+    return out
+
+
+def folds(count: int, k: int) -> list[list[int]]:
+    """``k`` folds of the indices 0..count-1, dealt in turn (the shapes are sorted by M, N, K, so each fold
+    spans the sizes)."""
+    return [list(range(i, count, k)) for i in range(min(k, count))]
+
+
+def cross_validate(count: int, k: int, best, picks, times, within: float) -> str:
+    """The search's score on shapes it was not fitted on: for each fold, the STEPs ``best`` finds on the
+    other folds, their choice scored on this one; the gaps of all folds together."""
+    picked = {}
+    for fold in folds(count, k):
+        held = set(fold)
+        steps = best([j for j in range(count) if j not in held])
+        chosen = picks(steps)
+        picked.update({j: chosen[j] for j in fold})
+    order = sorted(picked)
+    w, worst, geo = _score([picked[j] for j in order], [times[j] for j in order], within)
+    return (f"  {k}-fold cv    each fold scored with the STEPs of the others: within {within - 1:.0%} on {w} "
+            f"of {count}, worst {worst:.3f}x, geometric mean {geo:.4f}x")
 
 
 def main() -> int:
@@ -89,7 +126,13 @@ def main() -> int:
     ap.add_argument("--within", type=float, default=1.05)
     ap.add_argument("--top", type=int, default=5)
     ap.add_argument("--cost", action="append", default=[], metavar="STAGE=EXPRESSION")
+    ap.add_argument("--also", action="append", default=[], type=Path, metavar="RUN_DIR",
+                    help="another run's shape sweeps: every shape but the held-out draw's")
+    ap.add_argument("--cv", type=int, default=0, metavar="K", help="K-fold cross-validation of the search (K >= 2)")
+    ap.add_argument("--stage", action="append", default=[], help="only this dispatch stage (repeatable)")
     args = ap.parse_args()
+    if args.cv == 1 or args.cv < 0:
+        raise ValueError("--cv takes the number of folds, 2 or more")
     costs = dict(c.split("=", 1) for c in args.cost if "=" in c)
     if len(costs) != len(args.cost):
         raise ValueError("--cost takes STAGE=EXPRESSION")
@@ -97,31 +140,48 @@ def main() -> int:
     d = cfg.held_out_draw
     if d is None:
         raise ValueError(f"{args.config} has no held-out draw (suite.held_out with per_class > 0)")
-    fit_draw, _ = cfgmod.held_out_streams(d, cfg.suite, cfg.bench.shapes)
+    fit_draw, score_draw = cfgmod.held_out_streams(d, cfg.suite, cfg.bench.shapes)
     wanted = {(s.m, s.n, s.k) for _, s in fit_draw}
+    unseen = {(s.m, s.n, s.k) for _, s in score_draw}
     ruled = [k for k in cfg.kernels if k.dispatched and k.rule is not None]
     if not ruled:
         raise ValueError(f"{args.config} has no dispatch stage with a rule")
-    unknown = set(costs) - {k.id for k in ruled}
+    unknown = (set(costs) | set(args.stage)) - {k.id for k in ruled}
+    if args.stage:
+        ruled = [k for k in ruled if k.id in args.stage]
     if unknown:
-        raise ValueError(f"--cost names {', '.join(sorted(unknown))}, not a dispatch stage with a rule")
+        raise ValueError(f"--cost or --stage names {', '.join(sorted(unknown))}, not a dispatch stage with a rule")
     for spec in ruled:
         path = args.run_dir / "dispatch" / f"{spec.id}.csv"
         if not path.exists():
             raise FileNotFoundError(f"no shape sweep {path}")
         ok = eligible(pd.read_csv(path))
         ok = ok[[key in wanted for key in zip(ok.m, ok.n, ok.k)]]
-        shapes, times = [], []
+        sweeps, dropped = {}, 0
         for (m, n, k), g in ok.groupby(["m", "n", "k"], sort=True):
-            shapes.append(Shape(m=int(m), n=int(n), k=int(k)))
-            times.append({int(r.candidate): float(r.median_ms) for r in g.itertuples()})
-        missing = len(wanted) - len(shapes)
+            sweeps[m, n, k] = {int(r.candidate): float(r.median_ms) for r in g.itertuples()}
+        missing = len(wanted) - len(sweeps)
+        for other in args.also:
+            more = other / "dispatch" / f"{spec.id}.csv"
+            if not more.exists():
+                raise FileNotFoundError(f"no shape sweep {more}")
+            extra = eligible(pd.read_csv(more))
+            for (m, n, k), g in extra.groupby(["m", "n", "k"], sort=True):
+                if (m, n, k) in unseen:
+                    dropped += 1
+                else:
+                    sweeps.setdefault((m, n, k), {int(r.candidate): float(r.median_ms) for r in g.itertuples()})
+        shapes = [Shape(m=int(m), n=int(n), k=int(k)) for m, n, k in sorted(sweeps)]
+        times = [sweeps[key] for key in sorted(sweeps)]
         resolved = choice.resolve(cfg, spec)
-        if spec.id in costs:
-            resolved = replace(resolved, rule=replace(resolved.rule, cost=costs[spec.id]))
-        print("\n".join(fit(resolved, shapes, times, args.within, args.top)))
+        forms = [resolved] + ([replace(resolved, rule=replace(resolved.rule, cost=costs[spec.id]))]
+                              if spec.id in costs else [])
+        for form in forms:
+            print("\n".join(fit(form, shapes, times, args.within, args.top, args.cv)))
         if missing:
             print(f"  ({missing} shapes of the fit draw have no verified candidate in {path})")
+        if dropped:
+            print(f"  ({dropped} shapes of the held-out draw in --also runs left out)")
     return 0
 
 

@@ -1,7 +1,7 @@
 # Forms of stage 12s rule compared on every non-held-out shape whose three candidates were timed at SPLIT_WAVES 4
 # (the fit stream, reports/probes/split_waves and reports/probes/scalar_maps): the best STEPs of each form on all 45,
 # then 5-fold cross-validation. The held-out scores are printed beside them (for the notes; nothing is chosen on them).
-# Run from the repository root: python reports/probes/split_waves/rules_cv.py
+# Run from the repository root: python reports/probes/split_waves/rules_cv.py (tools/fit_rules.py --also --cv does the same for the dispatch sweeps)
 import sys, itertools, math
 sys.path.insert(0,'src'); sys.path.insert(0,'tools')
 import pandas as pd
@@ -16,7 +16,7 @@ spec=choice.resolve(cfg, next(k for k in cfg.kernels if k.id=='12_dispatch'))
 d=cfg.held_out_draw; fit_draw, score_draw = cfgmod.held_out_streams(d, cfg.suite, cfg.bench.shapes)
 held={(s.m,s.n,s.k) for _,s in score_draw}
 data={}
-ok=eligible(pd.read_csv('reports/probes/split_waves/rules_fit/12_dispatch.csv'))
+ok=eligible(pd.read_csv('reports/probes/split_waves/rules_fit/dispatch/12_dispatch.csv'))
 for (m,n,k),g in ok.groupby(['m','n','k']): data[(m,n,k)]={int(r.candidate):float(r.median_ms) for r in g.itertuples()}
 for f,names in [('reports/probes/split_waves/bench.csv',{'11_c0_w4':0,'11_c1_w4':1,'11_c2_w4':2}),('reports/probes/scalar_maps/bench.csv',{'11_c0':0,'11_c1':1,'11_c2':2})]:
     b=pd.read_csv(f); b=b[(b.status=='ok')&(b.verified==True)&b.kernel.isin(names)]
