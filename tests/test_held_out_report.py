@@ -40,6 +40,16 @@ def test_held_out_section_scores_the_best_stages_and_each_rule(lab):
     for k in ruled:
         assert f"`{k.id}`'s rule: within 5% of the fastest candidate on **{n - 2} of {n}** shapes" in text
     assert "not verified" in text and "where its choice did not verify" in text
+    # per class: the first class holds the shape at 0.8x (its minimum), the others 1.25x throughout
+    classes = list(dict.fromkeys(lab.held_out_classes))
+    per = {c: [0.8 if i == 0 else 1.25 for i, x in enumerate(lab.held_out_classes) if x == c] for c in classes}
+    table = text.split("By class")[1]
+    for c in classes:
+        r = per[c]
+        geo = math.exp(sum(map(math.log, r)) / len(r))
+        strict_geo = f"**{geo:.3f}×**" if geo < 1 else f"{geo:.3f}×"
+        strict_min = f"**{min(r):.3f}×**" if min(r) < 1 else f"{min(r):.3f}×"
+        assert f"| {c} | {len(r)} | {strict_geo} | {strict_min} | 2.000× | 2.000× |" in table, (c, table)
 
 
 def test_held_out_shapes_stay_out_of_the_ladder_and_the_section_is_empty_without_a_draw(lab):
