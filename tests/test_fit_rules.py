@@ -1,5 +1,6 @@
 """tools/fit_rules.py and tools/draw_shapes.py on shape sweeps made up on the CPU (no GPU)."""
 
+import json
 import subprocess
 import sys
 
@@ -27,7 +28,7 @@ def _sweep_rows(cfg, spec, shapes, steps, *, slow=None):
             t = float(evaluate(cand, "rule.cost", spec.rule.cost, plan_names(cand, s, steps[i])))
             if slow and slow.get(s) == i:
                 t *= 3
-            rows.append(dict(kernel=spec.id, candidate=i, params="{}", m=s.m, n=s.n, k=s.k, status="ok",
+            rows.append(dict(kernel=spec.id, candidate=i, params=json.dumps(dict(cand.params)), m=s.m, n=s.n, k=s.k, status="ok",
                              verified=True, within_local_budget=True, median_ms=t, tflops=1.0))
     return pd.DataFrame(rows)
 
@@ -132,7 +133,10 @@ def test_also_adds_other_runs_shapes_but_never_the_held_out_ones_and_cv_scores_t
 
 def test_cv_and_stage_are_refused_in_one_line_when_wrong(lab, tmp_path):
     (tmp_path / "dispatch").mkdir()
-    for extra, words in ((["--cv", "1"], "--cv takes the number of folds"), (["--stage", "no_such"], "no_such")):
+    spec = next(k for k in lab.kernels if k.dispatched and k.rule is not None)
+    other = next(k for k in lab.kernels if k.dispatched and k.rule is not None and k.id != spec.id)
+    for extra, words in ((["--cv", "1"], "--cv takes the number of folds"), (["--stage", "no_such"], "no_such"),
+                         (["--stage", spec.id, "--cost", f"{other.id}=STEP"], "which --stage leaves out")):
         res = _run(tmp_path, *extra)
         assert res.returncode == 1 and words in res.stderr and "Traceback" not in res.stderr, res.stderr
 
@@ -158,3 +162,23 @@ def test_cross_validation_scores_each_fold_with_steps_found_without_it():
     # shape 2 is scored with the STEPs of shapes 0 and 1 (candidate 0: 3x its fastest); shapes 0 and 1
     # with those of {1, 2} and {0, 2}, a tie that picks candidate 0: right
     assert "within 5% on 2 of 3, worst 3.000x" in line
+
+
+def test_only_timings_of_the_configured_build_are_fitted_and_cv_needs_enough_shapes(lab, tmp_path):
+    fit, _ = cfgmod.held_out_streams(lab.held_out_draw, lab.suite, lab.bench.shapes)
+    fit_shapes = [s for _, s in fit]
+    spec = next(k for k in lab.kernels if k.dispatched and k.rule is not None)
+    rows = _sweep_rows(lab, spec, fit_shapes, spec.rule.step)
+    # the first half of the shapes timed on a build with another parameter: they must not count
+    half = {(s.m, s.n, s.k) for s in fit_shapes[: len(fit_shapes) // 2]}
+    old = [(m, n, k) in half for m, n, k in zip(rows.m, rows.n, rows.k)]
+    rows.loc[old, "params"] = [json.dumps({**json.loads(p), "GROUP_M": 99}) for p in rows.params[old]]
+    (tmp_path / "dispatch").mkdir()
+    rows.to_csv(tmp_path / "dispatch" / f"{spec.id}.csv", index=False)
+    res = _run(tmp_path, "--stage", spec.id, "--top", "1")
+    assert res.returncode == 0, res.stderr
+    kept = len(fit_shapes) - len(half)
+    assert res.stdout.splitlines()[0].startswith(f"{spec.id}: {kept} shapes")
+    assert f"({sum(old)} rows of candidates built otherwise than this configuration builds them left out)" in res.stdout
+    res = _run(tmp_path, "--stage", spec.id, "--cv", str(kept + 1))
+    assert res.returncode == 1 and f"needs at least {kept + 1} shapes" in res.stderr and "Traceback" not in res.stderr

@@ -196,3 +196,16 @@ def test_sanitizers_run_a_narrow_stage_at_the_smallest_check_shape_it_takes():
     assert sanitize_shape(narrow, checks) == Shape(m=37, n=3, k=70001)
     anyshape = spec(shapes="any", params={"BM": 32, "BN": 16, "BK": 128, "THREADS": 256})
     assert sanitize_shape(anyshape, checks) == ODD
+
+
+def test_the_narrow_stage_splits_its_transposed_plan_over_waves(lab):
+    # stage 19 as configured: 8 x 6144 x 10240 runs as its transpose, 192 blocks of 32 columns for 264
+    # resident slots; four slices over three waves (60 wave-steps) beat one slice in one (80) by over 5%
+    narrow = next(k for k in lab.kernels if k.id == "19_narrow")
+    assert narrow.params["SPLIT_WAVES"] > 1 and narrow.params["NARROW_ROWS"] == 1
+    shape = Shape(m=8, n=6144, k=10240)
+    grid = geometry.plan(narrow, shape).grid
+    assert grid == (1, 192, 4)
+    assert grid[1] * grid[2] <= narrow.params["SPLIT_SLOTS"] * narrow.params["SPLIT_WAVES"]
+    # the same output one block short of a wave (8192 columns: 256 blocks) is not split
+    assert geometry.plan(narrow, Shape(m=8, n=8192, k=8192)).grid == (1, 256, 1)

@@ -60,3 +60,25 @@ def test_held_out_shapes_stay_out_of_the_ladder_and_the_section_is_empty_without
     assert list(zip(kept.m, kept.n, kept.k)) == [(sq.m, sq.n, sq.k)]
     from dataclasses import replace
     assert held_out_section(replace(lab, held_out=(), held_out_classes=()), bench, None, None) == []
+
+
+def test_a_class_where_no_stage_verified_is_in_the_class_table_with_dashes(lab):
+    held, classes = lab.held_out, lab.held_out_classes
+    ruled = [k for k in lab.kernels if k.held_out and k.dispatched and k.rule is not None]
+    strict = next(k.id for k in ruled if k.precision == "fp32")
+    lost = classes[0]  # no stage verified on any shape of the first class; one shape of the second neither
+    second = next(c for c in classes if c != lost)
+    skip_one = next(i for i, c in enumerate(classes) if c == second)
+    rows = []
+    for i, (c, s) in enumerate(zip(classes, held)):
+        rows.append(_row("cublas", s, 1.0))
+        if c != lost and i != skip_one:
+            rows.append(_row(strict, s, 0.5))
+    checks = pd.DataFrame([dict(kernel=strict, status="pass", fp32_limit=1e-5, m=64, n=64, k=64)])
+    text = "\n".join(held_out_section(lab, pd.DataFrame(rows), checks, None))
+    table = text.split("By class")[1]
+    drawn = {c: classes.count(c) for c in classes}
+    assert f"| {lost} | {drawn[lost]} | – | – |" in table
+    assert f"| {second} | {drawn[second]} | 2.000× ({drawn[second] - 1} of {drawn[second]}) | 2.000× |" in table
+    order = [line.split(" | ")[0].lstrip("| ") for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert order == list(dict.fromkeys(classes))  # the order first drawn

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import sys
 from pathlib import Path
@@ -85,9 +86,10 @@ def fit(spec, shapes: list[Shape], times: list[dict[int, float]], within: float,
     def best(idx: list[int]) -> tuple:
         """The STEP set that scores best on the shapes ``idx`` (ties: the one nearest the configured)."""
         sub = [times[j] for j in idx]
+        # ties go to the smallest STEPs, not the configured ones: those were fitted on the same shapes,
+        # the left-out fold's among them
         return min(itertools.product(*grids), key=lambda st: (
-            lambda sc: (-sc[0], sc[1], sc[2], [abs(a - b) for a, b in zip(st, spec.rule.step)]))(
-            _score([picks(st)[j] for j in idx], sub, within)))
+            lambda sc: (-sc[0], sc[1], sc[2], st))(_score([picks(st)[j] for j in idx], sub, within)))
 
     ranked = sorted(((_score(picks(st), times, within), st) for st in itertools.product(*grids)),
                     key=lambda r: (-r[0][0], r[0][1], r[0][2], [abs(a - b) for a, b in zip(r[1], spec.rule.step)]))
@@ -147,41 +149,53 @@ def main() -> int:
     if not ruled:
         raise ValueError(f"{args.config} has no dispatch stage with a rule")
     unknown = (set(costs) | set(args.stage)) - {k.id for k in ruled}
+    if args.stage and set(costs) - set(args.stage):
+        raise ValueError(f"--cost names {', '.join(sorted(set(costs) - set(args.stage)))}, which --stage leaves out")
     if args.stage:
         ruled = [k for k in ruled if k.id in args.stage]
     if unknown:
         raise ValueError(f"--cost or --stage names {', '.join(sorted(unknown))}, not a dispatch stage with a rule")
     for spec in ruled:
-        path = args.run_dir / "dispatch" / f"{spec.id}.csv"
-        if not path.exists():
-            raise FileNotFoundError(f"no shape sweep {path}")
-        ok = eligible(pd.read_csv(path))
-        ok = ok[[key in wanted for key in zip(ok.m, ok.n, ok.k)]]
-        sweeps, dropped = {}, 0
-        for (m, n, k), g in ok.groupby(["m", "n", "k"], sort=True):
-            sweeps[m, n, k] = {int(r.candidate): float(r.median_ms) for r in g.itertuples()}
-        missing = len(wanted) - len(sweeps)
-        for other in args.also:
-            more = other / "dispatch" / f"{spec.id}.csv"
-            if not more.exists():
-                raise FileNotFoundError(f"no shape sweep {more}")
-            extra = eligible(pd.read_csv(more))
-            for (m, n, k), g in extra.groupby(["m", "n", "k"], sort=True):
+        resolved = choice.resolve(cfg, spec)
+        built = {i: dict(choice.listed_candidate(resolved, i).params) for i in range(len(spec.candidates))}
+        sweeps, dropped, other_build = {}, 0, 0
+        for run_dir in [args.run_dir, *args.also]:
+            path = run_dir / "dispatch" / f"{spec.id}.csv"
+            if not path.exists():
+                raise FileNotFoundError(f"no shape sweep {path}")
+            rows = eligible(pd.read_csv(path))
+            # only timings of the candidates as this configuration builds them (a run of another build,
+            # e.g. one before a parameter changed, would fit the STEPs to other kernels)
+            same = pd.Series([json.loads(p) == built.get(int(c)) for p, c in zip(rows.params, rows.candidate)],
+                             index=rows.index, dtype=bool)
+            other_build += int((~same).sum())
+            rows = rows.loc[same]
+            if run_dir == args.run_dir:
+                rows = rows.loc[pd.Series([key in wanted for key in zip(rows.m, rows.n, rows.k)], index=rows.index, dtype=bool)]
+            for (m, n, k), g in rows.groupby(["m", "n", "k"], sort=True):
                 if (m, n, k) in unseen:
                     dropped += 1
                 else:
                     sweeps.setdefault((m, n, k), {int(r.candidate): float(r.median_ms) for r in g.itertuples()})
+        missing = len(wanted - set(sweeps))
         shapes = [Shape(m=int(m), n=int(n), k=int(k)) for m, n, k in sorted(sweeps)]
         times = [sweeps[key] for key in sorted(sweeps)]
-        resolved = choice.resolve(cfg, spec)
+        if not shapes:
+            print(f"{spec.id}: no shape of the sweeps has a verified candidate of this build"
+                  + (f" ({other_build} rows of candidates built otherwise left out)" if other_build else ""))
+            continue
+        if args.cv > len(shapes):
+            raise ValueError(f"{spec.id}: --cv {args.cv} needs at least {args.cv} shapes; the sweeps give {len(shapes)}")
         forms = [resolved] + ([replace(resolved, rule=replace(resolved.rule, cost=costs[spec.id]))]
                               if spec.id in costs else [])
         for form in forms:
             print("\n".join(fit(form, shapes, times, args.within, args.top, args.cv)))
         if missing:
-            print(f"  ({missing} shapes of the fit draw have no verified candidate in {path})")
+            print(f"  ({missing} shapes of the fit draw have no verified candidate of this build in {args.run_dir})")
         if dropped:
             print(f"  ({dropped} shapes of the held-out draw in --also runs left out)")
+        if other_build:
+            print(f"  ({other_build} rows of candidates built otherwise than this configuration builds them left out)")
     return 0
 
 

@@ -37,9 +37,11 @@ def held_out_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | No
     accurate = [k for k in fp32_accurate_stages(cfg, checks) if k in timed]
     ruled = [k for k in cfg.kernels if k.id in timed and k.dispatched and k.rule is not None]
     rows, over = [], {"strict": [], "accurate": []}
-    by_class: dict[str, dict[str, list[float]]] = {}
+    by_class: dict[str, dict[str, list]] = {}  # class -> shapes drawn, and the ratios where a stage verified
     gaps: dict[str, list[tuple[float, str]]] = {k.id: [] for k in ruled}
     for cls, s in zip(cfg.held_out_classes, cfg.held_out):
+        drawn = by_class.setdefault(cls, {"drawn": [], "strict": [], "accurate": []})
+        drawn["drawn"].append(s)
         label = shape_label(s.m, s.n, s.k)
         row = [label, cls]
         ref = None
@@ -50,7 +52,7 @@ def held_out_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | No
                 continue
             ratio = ref.median_ms / best.median_ms
             over[key].append((ratio, label))
-            by_class.setdefault(cls, {"strict": [], "accurate": []})[key].append(ratio)
+            drawn[key].append(ratio)
             row += [f"`{best.kernel}`", f"**{ratio:.3f}×**" if ratio < 1 else f"{ratio:.3f}×"]
         row.insert(2, f"{ref.tflops:.2f}" if ref is not None else "–")
         for k in ruled:
@@ -83,15 +85,18 @@ def held_out_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | No
     return out + [""] + [" ".join(lines)] + [""] + _class_table(by_class)
 
 
-def _class_table(by_class: dict[str, dict[str, list[float]]]) -> list[str]:
-    """Per class of the draw, in the order first drawn: the shapes, and the geometric mean and minimum of
-    the best strict-FP32 and the best FP32-accurate ratio to cuBLAS, so that a loss reads as a class's."""
-    def cells(r: list[float]) -> list[str]:
+def _class_table(by_class: dict[str, dict[str, list]]) -> list[str]:
+    """Per class of the draw, in the order first drawn: the shapes drawn, and the geometric mean and minimum
+    of the best strict-FP32 and the best FP32-accurate ratio to cuBLAS over the shapes where a stage
+    verified (how many, where fewer than drawn; "–" where none did), so that a loss reads as a class's."""
+    def cells(r: list[float], drawn: int) -> list[str]:
         if not r:
             return ["–", "–"]
         geo = math.exp(sum(map(math.log, r)) / len(r))
-        return [f"**{geo:.3f}×**" if geo < 1 else f"{geo:.3f}×", f"**{min(r):.3f}×**" if min(r) < 1 else f"{min(r):.3f}×"]
-    rows = [[cls, str(max(len(v["strict"]), len(v["accurate"])))] + cells(v["strict"]) + cells(v["accurate"])
+        of = "" if len(r) == drawn else f" ({len(r)} of {drawn})"
+        return [(f"**{geo:.3f}×**" if geo < 1 else f"{geo:.3f}×") + of,
+                f"**{min(r):.3f}×**" if min(r) < 1 else f"{min(r):.3f}×"]
+    rows = [[cls, str(len(v["drawn"]))] + cells(v["strict"], len(v["drawn"])) + cells(v["accurate"], len(v["drawn"]))
             for cls, v in by_class.items()]
     if not rows:
         return []

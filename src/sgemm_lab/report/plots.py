@@ -43,7 +43,7 @@ def tflops_vs_size(bench: pd.DataFrame, out: Path, order: list[str], families: d
     """TFLOP/s against problem size: one panel per family of stages (``families``: stage -> panel title,
     in the order first met in ``order``), one line per stage, cuBLAS as black reference lines in every
     panel; each panel's legend sits below it, outside the data."""
-    _save_or_say(tflops_vs_size_figure(bench, order=order, families=families), out, "no stage has verified timings at these sizes")
+    _save_or_say(tflops_vs_size_figure(bench, order=order, families=families), out, "no stage verified and timed at the ladder's sizes")
 
 
 def _two_lines(label: str) -> str:
