@@ -68,6 +68,21 @@ def test_stage_level_refusals(raw_config):
     assert "kernels[0].arch 'sm_9'" in refused(raw_config, {})
 
 
+def test_split_over_waves_only_for_a_source_that_holds_them(raw_config):
+    wgmma = next(k for k in raw_config["kernels"] if k["id"] == "18_wgmma_3xtf32")
+    wgmma["params"] = {**wgmma["params"], "SPLIT_WAVES": 2}
+    assert ("kernels[" in (msg := refused(raw_config, {})) and "SPLIT_WAVES is 2, but kernels/17_wgmma_tf32.cu "
+            "never reads SPLIT_WAVES" in msg), msg
+    wgmma["params"] = {k: v for k, v in wgmma["params"].items() if k != "SPLIT_WAVES"}
+    dispatch = next(k for k in raw_config["kernels"] if k["id"] == "20_dispatch_3xtf32")
+    dispatch["candidates"] = [dict(c) for c in dispatch["candidates"]]
+    dispatch["candidates"][1]["SPLIT_WAVES"] = 4  # a candidate builds its base's source
+    assert "candidates[1].SPLIT_WAVES is 4, but kernels/17_wgmma_tf32.cu" in refused(raw_config, {})
+    # stage 11 and 19 read it: the configured values load
+    dispatch["candidates"][1].pop("SPLIT_WAVES")
+    cfgmod.from_dict(raw_config)
+
+
 def test_the_default_configs_stay_valid_and_check_at_long_k(raw_config):
     lab = cfgmod.from_dict(raw_config)
     assert any(s.k == 65536 for s in lab.check.shapes)
