@@ -128,6 +128,9 @@ def validate(raw: Mapping[str, Any], *, source: str = "config", origins: "Origin
             raise ConfigError(
                 f"{here}: kernels[{i}] ({k['id']}): source file kernels/{k['source']} does not exist"
             )
+        built = base["source"] if "dispatch_from" in k else k.get("source")  # a dispatch stage builds its base's
+        if built:
+            rules.split_waves(k, KERNEL_DIR / built, f"{here}: kernels[{i}] ({k['id']})")
     return cfg
 
 

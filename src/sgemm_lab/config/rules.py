@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..errors import ConfigError
@@ -174,7 +175,6 @@ def stages(cfg: Mapping, where: Where) -> None:
                                                       "from other stages' sweeps")
         if k.get("dispatch_from") == kid:
             _fail(where, ("kernels", i, "dispatch_from"), f"of {kid} names {kid} itself")
-        _split_waves(cfg, k, i, where)
         src = k.get("source")
         if isinstance(src, str) and src:
             host = k.get("backend", "cuda") == "host"
@@ -184,37 +184,22 @@ def stages(cfg: Mapping, where: Where) -> None:
                 _fail(where, ("kernels", i, "source"), f"of CUDA stage {kid} is '{src}': CUDA stages are .cu files")
 
 
-def _split_waves(cfg: Mapping, k: Mapping, i: int, where: Where) -> None:
+def split_waves(k: Mapping, source: Path, here: str) -> None:
     """A stage given SPLIT_WAVES > 1 (in its parameters, a candidate or its sweep) has a source that reads
     it: the launch plan would split over several waves, and a source whose split-K workspace holds one
-    would stop at run time (its bound check), not here."""
-    places = [(("kernels", i, "params", "SPLIT_WAVES"), (k.get("params") or {}).get("SPLIT_WAVES"))]
-    places += [(("kernels", i, "candidates", j, "SPLIT_WAVES"), c.get("SPLIT_WAVES"))
-               for j, c in enumerate(k.get("candidates") or []) if isinstance(c, Mapping)]
+    would stop at run time (its bound check), not here. ``source``: the file the stage builds (a dispatch
+    stage's, its base's)."""
+    places = [("params.SPLIT_WAVES", (k.get("params") or {}).get("SPLIT_WAVES"))]
+    places += [(f"candidates[{j}].SPLIT_WAVES", c.get("SPLIT_WAVES")) for j, c in enumerate(k.get("candidates") or [])]
     grids = k.get("sweep") or []
     for j, g in enumerate([grids] if isinstance(grids, Mapping) else grids):
-        if isinstance(g, Mapping) and isinstance(g.get("SPLIT_WAVES"), list):
-            places += [(("kernels", i, "sweep", j, "SPLIT_WAVES"), v) for v in g["SPLIT_WAVES"]]
-    wide = [(path, v) for path, v in places if isinstance(v, int) and not isinstance(v, bool) and v > 1]
-    if not wide:
-        return
-    src = k.get("source")
-    if not src and k.get("dispatch_from"):  # a dispatch stage builds its base's source
-        base = next((b for b in cfg.get("kernels") or [] if isinstance(b, Mapping) and b.get("id") == k["dispatch_from"]), {})
-        src = base.get("source")
-    if not isinstance(src, str) or not src:
-        return
-    from .records import KERNEL_DIR
-
-    path = KERNEL_DIR / src
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError):
-        return  # a missing source is refused where the build needs it
-    if "SPLIT_WAVES" not in text:
-        at, v = wide[0]
-        _fail(where, at, f"is {v}, but kernels/{src} never reads SPLIT_WAVES: its split-K workspace holds one "
-                         "wave of SPLIT_SLOTS blocks, so a split over several would stop the kernel at run time")
+        places += [(f"sweep[{j}].SPLIT_WAVES", v) for v in g.get("SPLIT_WAVES", [])]
+    wide = [(key, v) for key, v in places if isinstance(v, int) and not isinstance(v, bool) and v > 1]
+    if wide and "SPLIT_WAVES" not in source.read_text():
+        key, v = wide[0]
+        raise ConfigError(f"{here}: {key} is {v}, but kernels/{source.name} never reads SPLIT_WAVES: its split-K "
+                          "workspace holds one wave of SPLIT_SLOTS blocks, so a split over several would stop the "
+                          "kernel at run time")
 
 
 def dispatch_rule(k: Mapping, base: Mapping, here: str) -> None:
