@@ -74,9 +74,12 @@ def fit(spec, shapes: list[Shape], times: list[dict[int, float]], within: float,
                 for st in grids[i]:
                     cost[i, j, st] = int(evaluate(cand, "rule.cost", spec.rule.cost, plan_names(cand, s, st)))
 
+    # every STEP set's choice on every shape, once (the ranking and each fold of the cross-validation read it)
+    chosen = {st: [min((i for i in range(n) if (i, j, st[i]) in cost), key=lambda i: (cost[i, j, st[i]], i))
+                   for j in range(len(shapes))] for st in itertools.product(*grids)}
+
     def picks(steps) -> list[int]:
-        return [min((i for i in range(n) if (i, j, steps[i]) in cost), key=lambda i: (cost[i, j, steps[i]], i))
-                for j in range(len(shapes))]
+        return chosen[tuple(steps)]
 
     def line(steps, label) -> str:
         w, worst, geo = _score(picks(steps), times, within)
@@ -84,14 +87,13 @@ def fit(spec, shapes: list[Shape], times: list[dict[int, float]], within: float,
                 f"worst {worst:.3f}x, geometric mean {geo:.4f}x")
 
     def best(idx: list[int]) -> tuple:
-        """The STEP set that scores best on the shapes ``idx`` (ties: the one nearest the configured)."""
+        """The STEP set that scores best on the shapes ``idx``; ties go to the smallest STEPs, not the
+        configured ones: those were fitted on the same shapes, the left-out fold's among them."""
         sub = [times[j] for j in idx]
-        # ties go to the smallest STEPs, not the configured ones: those were fitted on the same shapes,
-        # the left-out fold's among them
-        return min(itertools.product(*grids), key=lambda st: (
-            lambda sc: (-sc[0], sc[1], sc[2], st))(_score([picks(st)[j] for j in idx], sub, within)))
+        return min(chosen, key=lambda st: (
+            lambda sc: (-sc[0], sc[1], sc[2], st))(_score([chosen[st][j] for j in idx], sub, within)))
 
-    ranked = sorted(((_score(picks(st), times, within), st) for st in itertools.product(*grids)),
+    ranked = sorted(((_score(picks(st), times, within), st) for st in chosen),
                     key=lambda r: (-r[0][0], r[0][1], r[0][2], [abs(a - b) for a, b in zip(r[1], spec.rule.step)]))
     out = ([f"{spec.id}: {len(shapes)} shapes, cost {spec.rule.cost}", line(spec.rule.step, "configured")]
            + [line(st, f"fit #{i + 1}") for i, (_, st) in enumerate(ranked[:top])])
