@@ -316,15 +316,18 @@ PLAN_NAMES = ("M", "N", "K", "TILES", "SPLIT", "KSTEPS", "SLOTS", "WAVES", "STEP
 def plan_names(spec: KernelSpec, shape: Shape, step: int) -> dict[str, int]:
     """What a dispatch rule knows of ``spec``'s plan for ``shape``: its parameters and THREADS, the
     shape (``M``, ``N``, ``K``), output ``TILES``, K-slices ``SPLIT`` (:func:`splits`), ``KSTEPS`` (K-steps
-    of one slice), and for a kernel with ``SPLIT_SLOTS`` resident blocks, ``SLOTS`` and ``WAVES`` =
+    of one slice), ``ALIGNED`` (1 where the rows of A and B start on 16-byte boundaries, K and N multiples
+    of 4, else 0), and for a kernel with ``SPLIT_SLOTS`` resident blocks, ``SLOTS`` and ``WAVES`` =
     ceil(TILES * SPLIT / SLOTS); ``STEP`` is the candidate's relative time per K-step of a wave."""
     p = spec.params
     bm, bn, bk = tile(spec)
     split = splits(spec, shape)
+    aligned = int(shape.k % 4 == 0 and shape.n % 4 == 0)  # of the problem as given, before any transpose
     shape = oriented(spec, shape)
     tiles = _cdiv(shape.m, bm) * _cdiv(shape.n, bn)
     names = {**env(spec), "M": shape.m, "N": shape.n, "K": shape.k, "TILES": tiles, "SPLIT": split,
-             "KSTEPS": _cdiv(_cdiv(shape.k, bk), split), "STEP": step}
+             "KSTEPS": _cdiv(_cdiv(shape.k, bk), split), "STEP": step,
+             "ALIGNED": aligned}
     if p.get("SPLIT_SLOTS", 0) > 0:
         names.update(SLOTS=p["SPLIT_SLOTS"], WAVES=_cdiv(tiles * split, p["SPLIT_SLOTS"]))
     return names
