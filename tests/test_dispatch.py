@@ -175,6 +175,14 @@ def test_a_rule_runs_the_cheapest_candidate_on_any_shape():
     assert dispatch.rule_choice(tie, Shape(m=64, n=64, k=8)) == 0  # a tie goes to the earlier candidate
 
 
+def test_a_rule_may_read_whether_rows_are_aligned():
+    """ALIGNED is one of a rule's names: the config takes a cost that reads it, and the cost sees it (this
+    base runs only aligned shapes; ALIGNED 0 is test_plan_names_describe_the_split_and_the_waves's)."""
+    cfg = _ruled({"cost": "STEP * (1 + 4 * (1 - ALIGNED))", "step": [1, 3]})
+    spec = dispatch.resolve(cfg, cfg.kernel("99_dispatch"))
+    assert dispatch.rule_costs(spec, Shape(m=64, n=64, k=8)) == {0: 1, 1: 3}
+
+
 def test_a_rule_skips_candidates_that_cannot_run_the_shape():
     cfg = _ruled()  # the base needs M, N multiples of its tile (tile_multiple)
     spec = dispatch.resolve(cfg, cfg.kernel("99_dispatch"))

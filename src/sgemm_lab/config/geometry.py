@@ -310,7 +310,7 @@ def splits(spec: KernelSpec, shape: Shape) -> int:
 
 
 # Names a dispatch rule's cost may use beside the candidate's parameters (see :func:`plan_names`).
-PLAN_NAMES = ("M", "N", "K", "TILES", "SPLIT", "KSTEPS", "SLOTS", "WAVES", "STEP")
+PLAN_NAMES = ("M", "N", "K", "TILES", "SPLIT", "KSTEPS", "SLOTS", "WAVES", "STEP", "ALIGNED")
 
 
 def plan_names(spec: KernelSpec, shape: Shape, step: int) -> dict[str, int]:
