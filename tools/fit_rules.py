@@ -90,8 +90,11 @@ def fit(spec, shapes: list[Shape], times: list[dict[int, float]], within: float,
         """The STEP set that scores best on the shapes ``idx``; ties go to the smallest STEPs, not the
         configured ones: those were fitted on the same shapes, the left-out fold's among them."""
         sub = [times[j] for j in idx]
-        return min(chosen, key=lambda st: (
-            lambda sc: (-sc[0], sc[1], sc[2], st))(_score([chosen[st][j] for j in idx], sub, within)))
+
+        def rank(st: tuple) -> tuple:
+            w, worst, geo = _score([chosen[st][j] for j in idx], sub, within)
+            return -w, worst, geo, st
+        return min(chosen, key=rank)
 
     ranked = sorted(((_score(picks(st), times, within), st) for st in chosen),
                     key=lambda r: (-r[0][0], r[0][1], r[0][2], [abs(a - b) for a, b in zip(r[1], spec.rule.step)]))

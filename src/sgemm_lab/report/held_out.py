@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..config.records import LabConfig
 from .markdown import md_table
-from .tables import _over_suite, _suite_point, fp32_accurate_stages, shape_label
+from .tables import _over_suite, _suite_point, fp32_accurate_stages, geomean, shape_label
 
 RULE_WITHIN = 1.05  # a rule's choice within 5% of the fastest candidate's time counts as a good choice
 
@@ -92,7 +92,7 @@ def _class_table(by_class: dict[str, dict[str, list]]) -> list[str]:
     def cells(r: list[float], drawn: int) -> list[str]:
         if not r:
             return ["–", "–"]
-        geo = math.exp(sum(map(math.log, r)) / len(r))
+        geo = geomean(r)
         of = "" if len(r) == drawn else f" ({len(r)} of {drawn})"
         return [(f"**{geo:.3f}×**" if geo < 1 else f"{geo:.3f}×") + of,
                 f"**{min(r):.3f}×**" if min(r) < 1 else f"{min(r):.3f}×"]

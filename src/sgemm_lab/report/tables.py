@@ -194,9 +194,15 @@ def _suite_point(ok: pd.DataFrame, stages: list[str], s) -> tuple[pd.Series | No
     return ref, (here.loc[here.tflops.idxmax()] if ref is not None and len(here) else None)
 
 
+def geomean(values) -> float:
+    """The geometric mean of positive numbers (at least one)."""
+    values = list(values)
+    return math.exp(sum(map(math.log, values)) / len(values))
+
+
 def _over_suite(ratios: list[tuple[float, str]]) -> str:
     """The geometric mean and the minimum of (ratio, shape label) pairs, as the suite tables state them."""
-    geo = math.exp(sum(math.log(r) for r, _ in ratios) / len(ratios))
+    geo = geomean(r for r, _ in ratios)
     low, at = min(ratios)
     return (f"Geometric mean over {len(ratios)} shape{'s' if len(ratios) > 1 else ''}: **{geo:.3f}×**; "
             f"minimum **{low:.3f}×** at {at}.")
