@@ -206,6 +206,9 @@ def test_plan_names_describe_the_split_and_the_waves():
     big = plan_names(spec, Shape(m=4096, n=4096, k=4096), step=1)
     assert (big["TILES"], big["SPLIT"], big["KSTEPS"], big["WAVES"]) == (1024, 1, 512, 4)  # 1024 / 264 -> 4
     assert got["M"] == 128 and got["BM"] == 128 and got["THREADS"] == p["THREADS"]
+    # the config check's list of names (rules.dispatch_rule) is what plan_names gives besides the parameters
+    from sgemm_lab.config.geometry import PLAN_NAMES, env
+    assert set(got) - set(env(spec)) == set(PLAN_NAMES)
     # ALIGNED: rows of A (K floats) and of B (N floats) on 16-byte boundaries
     assert got["ALIGNED"] == 1 and big["ALIGNED"] == 1
     assert [plan_names(spec, Shape(m=64, n=n, k=k), step=1)["ALIGNED"] for n, k in
