@@ -17,7 +17,8 @@
 //   chunks are permuted, chunk c of line m stored at chunk c ^ (m % 8). wgmma knows this layout
 //   (descriptor mode "128B swizzle", 1024 bytes between 8-line groups); the k-th 8-wide step starts 32
 //   bytes further into the line.
-// - B tile: BN / 32 boxes of 32 (k) lines x 32 (n) floats, the same swizzle with k as the line.
+// - B tile: BN / 32 boxes of 32 (k) lines x 32 (n) floats, the same swizzle with k as the line. With
+//   ODD_B and N off a multiple of 4, B's layout of its own instead (below).
 // - TF32X3 (stage 18): A's small parts, in the A tile's layout, between the A and B tiles of the slot;
 //   or, with SMALL_STAGES < STAGES, in a ring of SMALL_STAGES slots of their own after the STAGES slots.
 //
@@ -28,6 +29,19 @@
 // 16w + g + 8h is slice column n = 32 (s / 4) + 16 (g / 4) + 4 (s % 4) + g % 4. The 32 lanes of one load
 // then read lines k = t (or t + 4) and 16-byte chunks 4 (g / 4) + s % 4: after the swizzle (chunk ^ k)
 // eight different chunks, and g % 4 picks the word: 32 different banks.
+//
+// ODD_B (N not a multiple of 4): B's rows start off 16-byte boundaries, which no tensor map reads, but
+// rows k and k + 4 are 4 N floats apart, a pitch a map takes (16 N bytes). So B is read in place through
+// four maps, one per residue r = k % 4, each over the same memory seen as rows of 4 N floats ("super-rows"
+// of four of B's rows, the first at B itself): map r's super-row holds B's rows 4q .. 4q + r (its extent
+// stops at the end of row 4q + r, so columns past N read zeros, and its rows stop at the last super-row
+// that has a row r, so rows past K do too). Row k's columns c0 .. c0 + 31 start (r N + c0) % 4 floats past
+// a 16-byte boundary; the map's box starts at that boundary, moved back a further 4 floats for r >= 2 when
+// N % 4 == 2, and is RB_W = 40 floats wide, unswizzled: that floats' offset, off(r), is where column c0
+// lands in the box's line. A 32-column box of B is then four regions (r = 0..3) of BK / 4 lines of 40
+// floats. The lanes of one fragment load read the four residues (t = k % 4) of one line, at off(t) + n:
+// with off(t) a permutation of 0..3 (N odd) the slice columns n = 32 (s / 4) + 4 g + s % 4 fall in 32
+// different banks; with off(t) = 0, 2, 4, 6 (N % 4 == 2), n = 32 (s / 4) + 8 (g / 2) + 2 (s % 4) + g % 2 do.
 //
 // Split-K (SPLIT_SLOTS > 0): when the output tiles cannot fill the GPU, the launch plan gives the grid a
 // third dimension of S K-slices; block z runs K-tiles [z * ceil(T / S), ...) of the T K-tiles, and the
@@ -96,6 +110,9 @@
 #ifndef SMALL_SMALL
 #define SMALL_SMALL 0  // TF32X3: 1 = a fourth product, small x small, first in each part (4xTF32)
 #endif
+#ifndef ODD_B
+#define ODD_B 0    // 1: B read in place through four residue maps where N is not a multiple of 4 (above)
+#endif
 #ifndef RN_BIAS
 #define RN_BIAS 0      // TF32X3: A's small parts carry RN_BIAS * 2^-24 of the big ones: the tensor core's mean truncation, given back
 #endif
@@ -119,14 +136,17 @@ static_assert(SMALL_SMALL == 0 || (SMALL_SMALL == 1 && TF32X3), "SMALL_SMALL: 0,
 static_assert(BK == 32, "one K-tile line is one 128-byte swizzle line: BK = 32 floats");
 static_assert(BN % 64 == 0 && BN >= 64, "each consumer warpgroup owns 64 columns");
 static_assert(BM == 64 || BM == 128 || BM == 256, "BM is wgmma's N: 64, 128 or 256 here");
-constexpr int A_BYTES = BM * BK * 4, B_BYTES = BK * BN * 4;
+// ODD_B's residue layout of B: per 32-column box four regions of BK / 4 lines of RB_W floats.
+constexpr int RB_W = 40, RB_REGION = BK / 4 * RB_W, RB_BOX = 4 * RB_REGION;
+constexpr int A_BYTES = BM * BK * 4, B_SWIZZLED_BYTES = BK * BN * 4;
+constexpr int B_BYTES = ODD_B ? BN / 32 * RB_BOX * 4 : B_SWIZZLED_BYTES;  // room for either layout
+static_assert(RB_REGION * 4 % 128 == 0, "each residue's box lands on a 128-byte boundary");
 // TF32X3: A's small parts sit after the A tile in its slot, or, with SMALL_STAGES < STAGES, in a ring of
 // their own after the slots (so that a 256-row tile's ring holds three slots of A and B in 208 KB).
 constexpr bool SMALL_RING = TF32X3 && SMALL_STAGES < STAGES;
 constexpr int B_OFFSET = A_BYTES * (1 + (TF32X3 && !SMALL_RING));
 constexpr int SLOT_BYTES = B_OFFSET + B_BYTES;
 constexpr int RING_BYTES = STAGES * SLOT_BYTES + (SMALL_RING ? SMALL_STAGES * A_BYTES : 0);
-constexpr int TMA_BYTES = A_BYTES + B_BYTES;          // what the copies bring into a slot
 static_assert(A_BYTES % 1024 == 0 && B_OFFSET % 1024 == 0 && SLOT_BYTES % 1024 == 0, "swizzled slots stay 1024-byte aligned");
 static_assert(SMALL_STAGES >= 1 && SMALL_STAGES <= STAGES, "SMALL_STAGES: 1..STAGES");
 // Byte offset, from the ring's base, of the small parts of the block's K-tile number `it`.
@@ -152,6 +172,22 @@ __device__ unsigned int splitArrivals[SPLIT_SLOTS * 8];  // per tile and slice: 
 struct __align__(64) TensorMap { unsigned long long opaque[16]; };
 __device__ TensorMap tmap_a;
 __device__ TensorMap tmap_b;
+#if ODD_B
+__device__ TensorMap tmap_br0, tmap_br1, tmap_br2, tmap_br3;  // B's residue maps (N % 4 != 0)
+#endif
+
+// Where column c0 (a multiple of 4) of a row k = r (mod 4) of B lands in its residue box's line (ODD_B).
+__device__ __forceinline__ int rb_offset(int N, int r) {
+    return ((r * N) & 3) + ((N & 3) == 2 && r >= 2 ? 4 : 0);
+}
+// Slice column (0..63) of a consumer's fragment row g of s = 2w + h, for N % 4 == rem (0: the swizzled
+// layout's choice; see the comment at the top for why each).
+__device__ __forceinline__ int frag_col(int g, int s, int rem) {
+    const int in = rem == 0 ? 16 * (g / 4) + 4 * (s % 4) + g % 4
+                 : (rem & 1) ? 4 * g + s % 4
+                             : 8 * (g / 2) + 2 * (s % 4) + g % 2;
+    return 32 * (s / 4) + in;
+}
 
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
@@ -346,6 +382,8 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
     const int S = gridDim.z * (kShare ? CLUSTER_N : 1), z = kShare ? blockIdx.z * CLUSTER_N + rank : blockIdx.z;
     const int perSlice = (numTiles + S - 1) / S, kBegin = z * perSlice;
     const int myTiles = max(0, min(numTiles, kBegin + perSlice) - kBegin);
+    const int rem = ODD_B ? N & 3 : 0;  // ODD_B: B in the residue layout where rem != 0
+    const bool oddB = rem != 0;
 #if SPLIT_SLOTS > 0
     if (S > 1 && gridDim.x * gridDim.y * gridDim.z > SPLIT_SLOTS)
         __trap();  // the launch plan keeps tiles * slices within the workspace: never write past it
@@ -370,11 +408,20 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
             // proxy see those bytes, not a stale cached descriptor from an earlier launch.
             asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(&tmap_a) : "memory");
             asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(&tmap_b) : "memory");
+#if ODD_B
+            const TensorMap* resMap[4] = {&tmap_br0, &tmap_br1, &tmap_br2, &tmap_br3};
+            int resX[4];  // each residue box's inner coordinate at column col0
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(resMap[r]) : "memory");
+                resX[r] = r * N + col0 - rb_offset(N, r);
+            }
+#endif
             for (int it = 0; it < myTiles; ++it) {
                 const int s = it % STAGES, kt = kBegin + it;
                 if (it >= STAGES)
                     mbar_wait(empty(s), ((it / STAGES) - 1) & 1);  // the consumers are done with round - 1
-                mbar_expect_tx(full(s), TMA_BYTES);
+                mbar_expect_tx(full(s), A_BYTES + (oddB ? B_BYTES : B_SWIZZLED_BYTES));
                 const unsigned slot = base + s * SLOT_BYTES;
                 // This block's share of the A tile (rows rank * BM / CLUSTER_N ...) goes to every block
                 // of the cluster; the others' shares arrive here the same way. A K-sharing block loads
@@ -387,6 +434,16 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
 #pragma unroll
                     for (int r = 0; r < CLUSTER_N; ++r)
                         tma_load_2d(slot + r * SHARE * 128, &tmap_a, kt * BK, row0 + r * SHARE, full(s));
+#if ODD_B
+                if (oddB) {
+#pragma unroll
+                    for (int bx = 0; bx < BN / 32; ++bx)
+#pragma unroll
+                        for (int r = 0; r < 4; ++r)
+                            tma_load_2d(slot + B_OFFSET + (bx * RB_BOX + r * RB_REGION) * 4, resMap[r], resX[r] + 32 * bx,
+                                        kt * (BK / 4), full(s));
+                } else
+#endif
 #pragma unroll
                 for (int bx = 0; bx < BN / 32; ++bx)
                     tma_load_2d(slot + B_OFFSET + bx * (BK * 32 * 4), &tmap_b, col0 + 32 * bx, kt * BK, full(s));
@@ -446,14 +503,22 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         const int c = wg - 1;                         // this consumer's 64-column slice of the tile
         const int ti = tid % 128, w = ti / 32, lane = ti % 32, g = lane / 4, t = lane % 4;
 
-        // Float offsets of this lane's four fragment elements inside a slot's B tile (k-step 0).
+        // Float offsets of this lane's four fragment elements inside a slot's B tile (k-step 0), and the
+        // floats from one k-step of 8 to the next (8 swizzled lines, or 2 lines of each residue's region).
         int frag[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const int h = i & 1, k = t + 4 * (i >> 1), s = 2 * w + h;
+#if ODD_B
+            const int box = 2 * c + s / 4, n = frag_col(g, s, rem) % 32;
+            frag[i] = oddB ? box * RB_BOX + t * RB_REGION + (i >> 1) * RB_W + rb_offset(N, t) + n
+                           : box * (BK * 32) + k * 32 + (((n / 4) ^ (k & 7)) * 4) + n % 4;
+#else
             const int box = 2 * c + s / 4, chunk = 4 * (g / 4) + s % 4;
             frag[i] = box * (BK * 32) + k * 32 + ((chunk ^ (k & 7)) * 4) + g % 4;
+#endif
         }
+        const int kStep = oddB ? 2 * RB_W : 8 * 32;
 
         float d[ACC];
 #pragma unroll
@@ -510,7 +575,7 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
             for (int kk = 0; kk < BK / 8; ++kk)
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
-                    x[kk][i] = bt[frag[i] + kk * 8 * 32];
+                    x[kk][i] = bt[frag[i] + kk * kStep];
                     mx[i & 1] = fmaxf(mx[i & 1], fabsf(x[kk][i]));
                 }
             int shift[2];
@@ -577,7 +642,7 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
             for (int kk = 0; kk < BK / 8; ++kk)
 #pragma unroll
                 for (int i = 0; i < 4; ++i)
-                    a[kk][i] = to_tf32(bt[frag[i] + kk * 8 * 32]);
+                    a[kk][i] = to_tf32(bt[frag[i] + kk * kStep]);
 #pragma unroll
             for (int k0 = 0; k0 < BK / 8; k0 += RN_STEPS)
 #pragma unroll
@@ -598,7 +663,7 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
             for (int kk = 0; kk < BK / 8; ++kk)
 #pragma unroll
                 for (int i = 0; i < 4; ++i)
-                    a[kk][i] = to_tf32(bt[frag[i] + kk * 8 * 32]);
+                    a[kk][i] = to_tf32(bt[frag[i] + kk * kStep]);
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BK / 8; ++kk)
@@ -714,7 +779,11 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         float* stage = reinterpret_cast<float*>(slots) + c * (BM * EP_LD);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
+#if ODD_B
+            const int s = 2 * w + h, n = frag_col(g, s, rem);
+#else
             const int s = 2 * w + h, n = 32 * (s / 4) + 16 * (g / 4) + 4 * (s % 4) + g % 4;
+#endif
 #pragma unroll
             for (int j = 0; j < BM / 8; ++j)
 #pragma unroll
@@ -749,8 +818,8 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                 }
             }
         } else {
-            // N not a multiple of 4 (B is then the launcher's re-pitched copy; C is always the caller's),
-            // or C's base off 16 bytes: rows of C off 16-byte boundaries, so one column a lane, a warp on
+            // N not a multiple of 4 (B then re-pitched by the launcher or read through residue maps; C is
+            // always the caller's), or C's base off 16 bytes: rows of C off 16-byte boundaries, so one column a lane, a warp on
             // 32 consecutive floats of a row (a warpgroup's 128 threads on two rows of 64), and the
             // loads of C for 8 rows issued together before any store (a store may alias a later load as
             // far as the compiler knows, so it would otherwise wait out each load's latency in turn).

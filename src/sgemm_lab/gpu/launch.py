@@ -41,18 +41,20 @@ class KernelLauncher:
         self._plans: dict[Shape, Launch] = {}
         if spec.tensor_maps and self.fused:
             raise CompileError(f"kernel {spec.id}: tensor maps are written for the gemm signature only")
+        self._in_place = (False, False)  # operands read through residue maps whatever their rows
         if spec.tensor_maps:
-            from .tensormap import MAP_BYTES, Encoder
+            from .tensormap import MAP_BYTES, Encoder, in_place, symbols
 
-            for m in spec.tensor_maps:
+            for symbol in symbols(spec):
                 try:
-                    ptr, size = self.module.get_global(m["symbol"])
+                    ptr, size = self.module.get_global(symbol)
                 except cuda.LogicError:
-                    raise CompileError(f"kernel {spec.id}: tensor map variable '{m['symbol']}' not in {spec.source}") from None
+                    raise CompileError(f"kernel {spec.id}: tensor map variable '{symbol}' not in {spec.source}") from None
                 if size != MAP_BYTES:
-                    raise CompileError(f"kernel {spec.id}: '{m['symbol']}' is {size} B, a tensor map is {MAP_BYTES} B")
-                self._map_vars[m["symbol"]] = ptr
+                    raise CompileError(f"kernel {spec.id}: '{symbol}' is {size} B, a tensor map is {MAP_BYTES} B")
+                self._map_vars[symbol] = ptr
             self._encoder = Encoder()
+            self._in_place = in_place(spec)
         if spec.dynamic_shared:
             smem = geometry.shared_bytes(spec)
             if smem > 48 * 1024:  # above 48 KiB a kernel must opt in to more dynamic shared memory
@@ -89,9 +91,9 @@ class KernelLauncher:
             self.fused_call(shape, alpha, a, shape.k, b, shape.n, beta, c, shape.n, 0, c, shape.n, stream)
             return
         self._plan(shape)  # ShapeError before anything runs
-        if self.spec.shapes == "rows16" and padding.needs_padding(shape):
+        if self.spec.shapes == "rows16" and padding.needs_padding(shape, self._in_place):
             if self._padding is None:
-                self._padding = padding.RowPadding()
+                self._padding = padding.RowPadding(self._in_place)
             self._padding(self._launch, shape, alpha, a, b, beta, c, stream)
             return
         self._launch(shape, alpha, a, b, beta, c, stream)

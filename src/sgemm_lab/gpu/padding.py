@@ -7,7 +7,8 @@ whose rows already fit is used as it is), and runs the kernel on the shape itsel
 keep the extents K and N with the copies' pitches (the accelerator reads zeros past an extent, so the
 copies' row tails are never used), and it stores C in place, in 4-byte pieces where N is not a
 multiple of 4. The copies are stream-ordered kernels inside the launcher's call, so what the padding
-costs is in every timing of such a shape.
+costs is in every timing of such a shape. An operand the stage reads in place through residue maps
+(``gpu.tensormap``; ``in_place``) is never copied.
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ BLOCKS = 8192  # about 60 blocks of 256 threads per SM of an H100: enough loads 
 MAX_GRID_Y = 65535
 
 
-def pitches(shape: Shape) -> tuple[int, int]:
-    """Row pitches (floats) of the copies of A and B for ``shape``: K and N rounded up to multiples of 4."""
-    return -(-shape.k // 4) * 4, -(-shape.n // 4) * 4
+def pitches(shape: Shape, in_place: tuple[bool, bool] = (False, False)) -> tuple[int, int]:
+    """Row pitches (floats) of A and B for ``shape`` as the kernel reads them: K and N rounded up to
+    multiples of 4 (the copies), or K / N for an operand read ``in_place``."""
+    return (shape.k if in_place[0] else -(-shape.k // 4) * 4), (shape.n if in_place[1] else -(-shape.n // 4) * 4)
 
 
 def repitch_grid(rows: int, cols: int) -> tuple[int, int]:
@@ -51,21 +53,23 @@ def repitch_grid(rows: int, cols: int) -> tuple[int, int]:
     return gx, max(1, min(rows, MAX_GRID_Y, BLOCKS // gx))
 
 
-def copies(shape: Shape) -> tuple[bool, bool]:
-    """Whether A and whether B must be copied for ``shape``: A where K is off a multiple of 4, B where N is."""
-    return shape.k % 4 != 0, shape.n % 4 != 0
+def copies(shape: Shape, in_place: tuple[bool, bool] = (False, False)) -> tuple[bool, bool]:
+    """Whether A and whether B must be copied for ``shape``: A where K is off a multiple of 4, B where N is,
+    unless the stage reads that operand ``in_place``."""
+    return shape.k % 4 != 0 and not in_place[0], shape.n % 4 != 0 and not in_place[1]
 
 
-def needs_padding(shape: Shape) -> bool:
-    return any(copies(shape))
+def needs_padding(shape: Shape, in_place: tuple[bool, bool] = (False, False)) -> bool:
+    return any(copies(shape, in_place))
 
 
 class RowPadding:
     """Re-pitched copies of A and/or B for one shape at a time (a timing loop repeats one shape)."""
 
-    def __init__(self):
+    def __init__(self, in_place: tuple[bool, bool] = (False, False)):
         from pycuda.compiler import SourceModule
 
+        self._in_place = in_place
         self._copy = SourceModule(_SRC, options=["-O3"], no_extern_c=True).get_function("lab_repitch")
         self._copy.prepare("PiPiiii")
         self._shape: Shape | None = None
@@ -75,8 +79,8 @@ class RowPadding:
         if shape != self._shape:
             self.close()
             cuda = driver()
-            lda, ldb = pitches(shape)
-            copy_a, copy_b = copies(shape)
+            lda, ldb = pitches(shape, self._in_place)
+            copy_a, copy_b = copies(shape, self._in_place)
             try:
                 a = cuda.mem_alloc(4 * shape.m * lda) if copy_a else None
                 b = cuda.mem_alloc(4 * shape.k * ldb) if copy_b else None
@@ -95,7 +99,7 @@ class RowPadding:
         """C = alpha*A@B + beta*C through re-pitched copies of A and B; ``launch(shape, alpha, a, b, beta,
         c, stream, pitch)`` runs the kernel on rows ``pitch`` = (lda, ldb) floats apart."""
         m, n, k = shape.m, shape.n, shape.k
-        lda, ldb = pitches(shape)
+        lda, ldb = pitches(shape, self._in_place)
         pa, pb = self._buffers(shape)
         if pa is not None:
             self._repitch(a, k, pa, lda, m, k, lda, stream)

@@ -7,6 +7,14 @@ enum values typed in below are checked against cuda-bindings' by the tests) for 
 variable before the launch; the kernel keeps the common signature. Which variables, operands, boxes
 and swizzle a stage wants is data in its config entry (``tensor_maps``). No GPU context is needed to
 build the argument lists (``encode_args``), so the rules about them are tested on any machine.
+
+An entry with ``residues`` (an expression over the parameters; nonzero: on) stands for four maps,
+``<symbol>0`` .. ``<symbol>3``, through which a kernel reads B in place where its rows are off 16 bytes
+(N not a multiple of 4): map r sees B as rows of 4 N floats (a pitch the accelerator takes), the first at
+B itself, and holds B's rows 4q + r as the end of its row q (extent: to the end of that row of B; rows:
+those q with 4q + r < K), so that a box at a 16-byte boundary before row 4q + r's columns brings them,
+and zeros past N or K. Where B's rows are on 16-byte boundaries the plain map of B is used instead, and
+where they are not, no plain map of B is encoded (none can be) and the launcher does not re-pitch B.
 """
 
 from __future__ import annotations
@@ -39,6 +47,31 @@ class MapRequest:
     swizzle: int
 
 
+def residue_maps(spec: KernelSpec, i: int) -> bool:
+    """Whether entry ``i`` of ``spec.tensor_maps`` is on as four residue maps (its ``residues``)."""
+    from ..config.geometry import env, evaluate
+
+    expr = spec.tensor_maps[i].get("residues", 0)
+    return bool(expr) and bool(evaluate(spec, f"tensor_maps[{i}].residues", str(expr), env(spec)))
+
+
+def symbols(spec: KernelSpec) -> list[str]:
+    """The ``__device__`` variables ``spec``'s maps are written into (each residue entry's four)."""
+    out = []
+    for i, m in enumerate(spec.tensor_maps):
+        if m.get("residues", 0):
+            out += [f"{m['symbol']}{r}" for r in range(4)] if residue_maps(spec, i) else []
+        else:
+            out.append(m["symbol"])
+    return out
+
+
+def in_place(spec: KernelSpec) -> tuple[bool, bool]:
+    """Whether ``spec`` reads A and whether B in place whatever their rows (a residue entry is on)."""
+    ops = {spec.tensor_maps[i]["operand"] for i in range(len(spec.tensor_maps)) if residue_maps(spec, i)}
+    return "A" in ops, "B" in ops
+
+
 def requests(spec: KernelSpec, shape: Shape, pitch: tuple[int, int] | None = None) -> list[MapRequest]:
     """The maps ``spec`` needs for row-major A (M x K) and B (K x N) of ``shape``, packed or, with ``pitch``
     = (lda, ldb), rows that many floats apart (the launcher's re-pitched copies for an odd N or K: the map's
@@ -50,18 +83,32 @@ def requests(spec: KernelSpec, shape: Shape, pitch: tuple[int, int] | None = Non
     lda, ldb = pitch or (shape.k, shape.n)
     if lda < shape.k or ldb < shape.n:
         raise LabError(f"kernel {spec.id}: row pitches {lda}, {ldb} too small for {shape}")
+    odd = {"A": lda % 4 != 0, "B": ldb % 4 != 0}  # rows off 16 bytes
+    own = dict(zip("AB", in_place(spec)))  # operands read through residue maps where their rows are odd
     out = []
     for i, m in enumerate(spec.tensor_maps):
-        dims = (shape.k, shape.m) if m["operand"] == "A" else (shape.n, shape.k)
         box = tuple(int(evaluate(spec, f"tensor_maps[{i}].box[{j}]", str(b), names)) for j, b in enumerate(m["box"]))
         swizzle = int(m.get("swizzle", 128))
-        row_bytes = 4 * (lda if m["operand"] == "A" else ldb)
-        req = MapRequest(symbol=m["symbol"], operand=m["operand"], dims=dims, row_bytes=row_bytes, box=box,
-                         swizzle=swizzle)
-        problem = _problem(req)
-        if problem:
-            raise LabError(f"kernel {spec.id}: tensor map {req.symbol} of {req.operand} for {shape}: {problem}")
-        out.append(req)
+        if m.get("residues", 0):
+            if not (residue_maps(spec, i) and odd[m["operand"]]):
+                continue
+            if m["operand"] != "B":
+                raise LabError(f"kernel {spec.id}: tensor map {m['symbol']}: residue maps read B only")
+            reqs = [MapRequest(symbol=f"{m['symbol']}{r}", operand="B",
+                               dims=(min(r, shape.k - 1) * ldb + shape.n, max(1, -(-(shape.k - r) // 4))),
+                               row_bytes=16 * ldb, box=box, swizzle=swizzle) for r in range(4)]
+        elif odd[m["operand"]] and own[m["operand"]]:
+            continue  # read through its residue maps
+        else:
+            dims = (shape.k, shape.m) if m["operand"] == "A" else (shape.n, shape.k)
+            row_bytes = 4 * (lda if m["operand"] == "A" else ldb)
+            reqs = [MapRequest(symbol=m["symbol"], operand=m["operand"], dims=dims, row_bytes=row_bytes, box=box,
+                               swizzle=swizzle)]
+        for req in reqs:
+            problem = _problem(req)
+            if problem:
+                raise LabError(f"kernel {spec.id}: tensor map {req.symbol} of {req.operand} for {shape}: {problem}")
+            out.append(req)
     return out
 
 
