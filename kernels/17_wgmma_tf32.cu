@@ -132,6 +132,7 @@ static_assert(SPLIT_MAX * CLUSTER_N <= 128, "a tree of at most 7 levels: SPLIT_M
 static_assert(RN_STEPS == 1 || RN_STEPS == 2 || RN_STEPS == 4, "RN_STEPS divides the BK / 8 = 4 k-steps of a tile");
 static_assert(RN_BIAS >= 0 && RN_BIAS <= 64, "RN_BIAS: 2^-24 units of the big part, at most 2^-18");
 static_assert(TF32_PARTS == 0 || TF32_PARTS == 1, "TF32_PARTS: 0 or 1");
+static_assert(ODD_B == 0 || ODD_B == 1, "ODD_B: 0 or 1");
 static_assert(SMALL_SMALL == 0 || (SMALL_SMALL == 1 && TF32X3), "SMALL_SMALL: 0, or 1 with TF32X3");
 static_assert(BK == 32, "one K-tile line is one 128-byte swizzle line: BK = 32 floats");
 static_assert(BN % 64 == 0 && BN >= 64, "each consumer warpgroup owns 64 columns");
@@ -174,6 +175,10 @@ __device__ TensorMap tmap_a;
 __device__ TensorMap tmap_b;
 #if ODD_B
 __device__ TensorMap tmap_br0, tmap_br1, tmap_br2, tmap_br3;  // B's residue maps (N % 4 != 0)
+
+__device__ __forceinline__ const TensorMap* residue_map(int r) {  // r: a constant after unrolling
+    return r == 0 ? &tmap_br0 : r == 1 ? &tmap_br1 : r == 2 ? &tmap_br2 : &tmap_br3;
+}
 #endif
 
 // Where column c0 (a multiple of 4) of a row k = r (mod 4) of B lands in its residue box's line (ODD_B).
@@ -409,13 +414,10 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
             asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(&tmap_a) : "memory");
             asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(&tmap_b) : "memory");
 #if ODD_B
-            const TensorMap* resMap[4] = {&tmap_br0, &tmap_br1, &tmap_br2, &tmap_br3};
-            int resX[4];  // each residue box's inner coordinate at column col0
+            if (oddB)
 #pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(resMap[r]) : "memory");
-                resX[r] = r * N + col0 - rb_offset(N, r);
-            }
+                for (int r = 0; r < 4; ++r)
+                    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(residue_map(r)) : "memory");
 #endif
             for (int it = 0; it < myTiles; ++it) {
                 const int s = it % STAGES, kt = kBegin + it;
@@ -440,8 +442,8 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                     for (int bx = 0; bx < BN / 32; ++bx)
 #pragma unroll
                         for (int r = 0; r < 4; ++r)
-                            tma_load_2d(slot + B_OFFSET + (bx * RB_BOX + r * RB_REGION) * 4, resMap[r], resX[r] + 32 * bx,
-                                        kt * (BK / 4), full(s));
+                            tma_load_2d(slot + B_OFFSET + (bx * RB_BOX + r * RB_REGION) * 4, residue_map(r),
+                                        r * N + col0 + 32 * bx - rb_offset(N, r), kt * (BK / 4), full(s));
                 } else
 #endif
 #pragma unroll

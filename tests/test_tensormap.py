@@ -128,3 +128,105 @@ def test_a_misaligned_operand_is_refused_before_the_driver(lab):
     enc = object.__new__(tensormap.Encoder)  # no libcuda here: the check comes before any driver call
     with pytest.raises(LabError, match="is not 16-byte aligned"):
         enc(req, 0x10004)
+
+
+def stage18(lab):
+    return lab.kernel("18_wgmma_3xtf32")
+
+
+def test_a_stage_with_residue_maps_reads_an_odd_b_in_place_and_still_copies_an_odd_a(lab):
+    from sgemm_lab.gpu import padding
+
+    spec = stage18(lab)
+    assert spec.params["ODD_B"] == 1
+    assert tensormap.symbols(spec) == ["tmap_a", "tmap_b", "tmap_br0", "tmap_br1", "tmap_br2", "tmap_br3"]
+    own = tensormap.in_place(spec)
+    assert own == (False, True)
+    # N odd, K a multiple of 4: nothing copied; A's plain map and B's four residue maps, no plain map of B
+    shape = Shape(m=61, n=20001, k=2400)
+    assert not padding.needs_padding(shape, own)
+    reqs = tensormap.requests(spec, shape)
+    assert [r.symbol for r in reqs] == ["tmap_a", "tmap_br0", "tmap_br1", "tmap_br2", "tmap_br3"]
+    for r, req in enumerate(reqs[1:]):
+        # rows of 4 N floats from B itself; extent to the end of row 4q + r; the q with 4q + r < K
+        assert req.row_bytes == 16 * 20001 and req.dims == (r * 20001 + 20001, 600) and req.swizzle == 0
+        assert req.box == (40, spec.params["BK"] // 4)
+    # K odd too: A alone is copied, B keeps its own pitch
+    odd = Shape(m=257, n=131, k=67)
+    assert padding.copies(odd, own) == (True, False) and padding.pitches(odd, own) == (68, 131)
+    reqs = tensormap.requests(spec, odd, padding.pitches(odd, own))
+    assert [r.symbol for r in reqs][:2] == ["tmap_a", "tmap_br0"] and reqs[0].row_bytes == 4 * 68
+    assert [r.dims[1] for r in reqs[1:]] == [17, 17, 17, 16]  # K = 67: rows 64, 65, 66 end residues 0-2
+    # N a multiple of 4: the plain map, no residue maps
+    assert [r.symbol for r in tensormap.requests(spec, Shape(m=64, n=132, k=67), (68, 132))] == ["tmap_a", "tmap_b"]
+    # the stage without ODD_B has no residue maps and copies both
+    plain = spec.with_params(ODD_B=0)
+    assert tensormap.symbols(plain) == ["tmap_a", "tmap_b"] and tensormap.in_place(plain) == (False, False)
+    assert padding.copies(odd, tensormap.in_place(plain)) == (True, True)
+
+
+# The residue layout as kernels/17_wgmma_tf32.cu builds it (ODD_B): the box of residue r starts at inner
+# coordinate r N + c0 - off(r), and column c0 + n of row 4q + r is read at word off(r) + n of the box's line.
+RB_W = 40
+
+
+def rb_offset(n_cols: int, r: int) -> int:
+    return ((r * n_cols) & 3) + (4 if (n_cols & 3) == 2 and r >= 2 else 0)
+
+
+def frag_col(g: int, s: int, rem: int) -> int:
+    inner = (16 * (g // 4) + 4 * (s % 4) + g % 4 if rem == 0 else
+             4 * g + s % 4 if rem & 1 else 8 * (g // 2) + 2 * (s % 4) + g % 2)
+    return 32 * (s // 4) + inner
+
+
+@pytest.mark.parametrize("m, n, k", [(5, 9, 13), (64, 3, 1), (33, 7, 2), (100, 202, 3), (70, 2, 4099),
+                                     (200, 1, 64), (65, 5, 5), (8, 131, 67), (3, 58, 41), (2, 1001, 9)])
+def test_residue_boxes_bring_each_row_of_b_and_zeros_past_n_and_k_reading_nothing_past_b(lab, m, n, k):
+    """The accelerator's rule (a box's elements inside the map's extents are read, the rest are zeros)
+    applied to the maps `requests` encodes: every K-tile's 32-column boxes, read where the kernel reads
+    them, give B's rows, zeros past N and K, and no element past B's end is ever read."""
+    import numpy as np
+
+    spec = stage18(lab)
+    reqs = [r for r in tensormap.requests(spec, Shape(m=m, n=n, k=k), (-(-k // 4) * 4, n)) if r.symbol.startswith("tmap_br")]
+    rng = np.random.default_rng(k * 1000 + n)
+    b = rng.standard_normal(k * n).astype(np.float32)
+    bk = spec.params["BK"]
+    want = np.zeros((-(-k // bk) * bk, -(-n // 32) * 32), np.float32)
+    want[:k, :n] = b.reshape(k, n)
+    got = np.full_like(want, np.nan)
+    for r, req in enumerate(reqs):
+        pitch = req.row_bytes // 4
+        width, lines = req.box
+        assert width == RB_W and lines == bk // 4
+        for kt in range(want.shape[0] // bk):
+            for c0 in range(0, want.shape[1], 32):
+                x0, y0 = r * n + c0 - rb_offset(n, r), kt * lines
+                assert x0 % 4 == 0 and x0 >= 0  # a 16-byte boundary: the accelerator's rule
+                for line in range(lines):
+                    for j in range(32):
+                        x, y = x0 + rb_offset(n, r) + j, y0 + line
+                        inside = x < req.dims[0] and y < req.dims[1]
+                        if inside:
+                            assert y * pitch + x < k * n  # never past B's end
+                        got[kt * bk + 4 * line + r, c0 + j] = b[y * pitch + x] if inside else 0.0
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("rem", [0, 1, 2, 3])
+def test_the_fragment_columns_put_one_load_of_a_warp_in_32_banks_and_cover_the_slice(rem):
+    """For each warp w and half h (s = 2w + h): the 32 lanes (g, t) of a fragment load read residue t's
+    region at word off(t) + n(g, s) (the residue layout; regions 320 floats apart, a multiple of 32) or,
+    for N % 4 == 0, the swizzled line t at chunk n / 4 ^ t. Distinct banks; and the 64 columns of a
+    consumer's slice are each one fragment row's."""
+    n_cols = 4 + rem
+    for s in range(8):
+        banks = set()
+        for g in range(8):
+            for t in range(4):
+                col = frag_col(g, s, rem) % 32
+                word = (t * 8 * RB_W + rb_offset(n_cols, t) + col) if rem else (t * 32 + ((col // 4) ^ t) * 4 + col % 4)
+                banks.add(word % 32)
+        assert len(banks) == 32, (rem, s)
+    assert sorted(frag_col(g, s, rem) for s in range(8) for g in range(8)) == list(range(64))
