@@ -113,6 +113,9 @@
 #ifndef ODD_B
 #define ODD_B 0    // 1: B read in place through four residue maps where N is not a multiple of 4 (above)
 #endif
+#ifndef ODD_A
+#define ODD_A 0    // 1 (TF32X3, no cluster): A read in place through four residue maps where K is not a multiple of 4 (below)
+#endif
 #ifndef RN_BIAS
 #define RN_BIAS 0      // TF32X3: A's small parts carry RN_BIAS * 2^-24 of the big ones: the tensor core's mean truncation, given back
 #endif
@@ -133,6 +136,7 @@ static_assert(RN_STEPS == 1 || RN_STEPS == 2 || RN_STEPS == 4, "RN_STEPS divides
 static_assert(RN_BIAS >= 0 && RN_BIAS <= 64, "RN_BIAS: 2^-24 units of the big part, at most 2^-18");
 static_assert(TF32_PARTS == 0 || TF32_PARTS == 1, "TF32_PARTS: 0 or 1");
 static_assert(ODD_B == 0 || ODD_B == 1, "ODD_B: 0 or 1");
+static_assert(ODD_A == 0 || (ODD_A == 1 && TF32X3 && CLUSTER_N == 1), "ODD_A: 0, or 1 with TF32X3 and no cluster");
 static_assert(SMALL_SMALL == 0 || (SMALL_SMALL == 1 && TF32X3), "SMALL_SMALL: 0, or 1 with TF32X3");
 static_assert(BK == 32, "one K-tile line is one 128-byte swizzle line: BK = 32 floats");
 static_assert(BN % 64 == 0 && BN >= 64, "each consumer warpgroup owns 64 columns");
@@ -146,7 +150,12 @@ static_assert(RB_REGION * 4 % 128 == 0, "each residue's box lands on a 128-byte 
 // their own after the slots (so that a 256-row tile's ring holds three slots of A and B in 208 KB).
 constexpr bool SMALL_RING = TF32X3 && SMALL_STAGES < STAGES;
 constexpr int B_OFFSET = A_BYTES * (1 + (TF32X3 && !SMALL_RING));
-constexpr int SLOT_BYTES = B_OFFSET + B_BYTES;
+// ODD_A: A's residue boxes land in a staging area after B (four regions of BM / 4 lines of RA_W floats),
+// which the splitting warps read to write the big and small parts in the swizzled layout.
+constexpr int RA_W = 36, RA_REGION = BM / 4 * RA_W;
+constexpr int STAGED_A_BYTES = ODD_A ? 4 * RA_REGION * 4 : 0;
+static_assert(RA_REGION * 4 % 128 == 0, "each residue's box of A lands on a 128-byte boundary");
+constexpr int SLOT_BYTES = B_OFFSET + B_BYTES + STAGED_A_BYTES;
 constexpr int RING_BYTES = STAGES * SLOT_BYTES + (SMALL_RING ? SMALL_STAGES * A_BYTES : 0);
 static_assert(A_BYTES % 1024 == 0 && B_OFFSET % 1024 == 0 && SLOT_BYTES % 1024 == 0, "swizzled slots stay 1024-byte aligned");
 static_assert(SMALL_STAGES >= 1 && SMALL_STAGES <= STAGES, "SMALL_STAGES: 1..STAGES");
@@ -175,6 +184,12 @@ __device__ TensorMap tmap_a;
 __device__ TensorMap tmap_b;
 #if ODD_B
 __device__ TensorMap tmap_br0, tmap_br1, tmap_br2, tmap_br3;  // B's residue maps (N % 4 != 0)
+#if ODD_A
+__device__ TensorMap tmap_ar0, tmap_ar1, tmap_ar2, tmap_ar3;  // A's residue maps (K % 4 != 0)
+__device__ __forceinline__ const TensorMap* residue_map_a(int r) {
+    return r == 0 ? &tmap_ar0 : r == 1 ? &tmap_ar1 : r == 2 ? &tmap_ar2 : &tmap_ar3;
+}
+#endif
 
 __device__ __forceinline__ const TensorMap* residue_map(int r) {  // r: a constant after unrolling
     return r == 0 ? &tmap_br0 : r == 1 ? &tmap_br1 : r == 2 ? &tmap_br2 : &tmap_br3;
@@ -389,6 +404,7 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
     const int myTiles = max(0, min(numTiles, kBegin + perSlice) - kBegin);
     const int rem = ODD_B ? N & 3 : 0;  // ODD_B: B in the residue layout where rem != 0
     const bool oddB = rem != 0;
+    const bool oddA = ODD_A && (K & 3) != 0;  // ODD_A: A staged from its residue maps
 #if SPLIT_SLOTS > 0
     if (S > 1 && gridDim.x * gridDim.y * gridDim.z > SPLIT_SLOTS)
         __trap();  // the launch plan keeps tiles * slices within the workspace: never write past it
@@ -419,16 +435,32 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                 for (int r = 0; r < 4; ++r)
                     asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(residue_map(r)) : "memory");
 #endif
+#if ODD_A
+            if (oddA)
+#pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(residue_map_a(r)) : "memory");
+#endif
             for (int it = 0; it < myTiles; ++it) {
                 const int s = it % STAGES, kt = kBegin + it;
                 if (it >= STAGES)
                     mbar_wait(empty(s), ((it / STAGES) - 1) & 1);  // the consumers are done with round - 1
-                mbar_expect_tx(full(s), A_BYTES + (oddB ? B_BYTES : B_SWIZZLED_BYTES));
+                mbar_expect_tx(full(s), (oddA ? STAGED_A_BYTES : A_BYTES) + (oddB ? B_BYTES : B_SWIZZLED_BYTES));
                 const unsigned slot = base + s * SLOT_BYTES;
                 // This block's share of the A tile (rows rank * BM / CLUSTER_N ...) goes to every block
                 // of the cluster; the others' shares arrive here the same way. A K-sharing block loads
                 // every share itself.
                 constexpr int SHARE = BM / CLUSTER_N;
+#if ODD_A
+                // Rows row0 + 4q + r of A, columns kt * BK .. + 31, from the 16-byte boundary before them
+                // ((r K) % 4 floats before: kt * BK and row0 are multiples of 4).
+                if (oddA) {
+#pragma unroll
+                    for (int r = 0; r < 4; ++r)
+                        tma_load_2d(slot + B_OFFSET + B_BYTES + r * RA_REGION * 4, residue_map_a(r),
+                                    r * K + kt * BK - ((r * K) & 3), row0 / 4, full(s));
+                } else
+#endif
                 if (CLUSTER_N > 1 && !kShare)
                     tma_load_2d_multicast(slot + rank * SHARE * 128, &tmap_a, kt * BK, row0 + rank * SHARE, full(s),
                                           (unsigned short)((1u << CLUSTER_N) - 1));
@@ -475,7 +507,21 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                 float4* small = reinterpret_cast<float4*>(slots + small_offset(it));
 #pragma unroll 1  // few registers here: the producer warpgroup runs on 40 (setmaxnreg)
                 for (int i = tid - 32; i < A_BYTES / 16; i += 96) {
+#if ODD_A
+                    // float4 i of the swizzled tile is row m = i / 8, stored chunk i % 8, which holds columns
+                    // 4 (i % 8 ^ m % 8) .. + 3; staged, row m is line m / 4 of region m % 4 from word (m K) % 4
+                    float4 x;
+                    if (oddA) {
+                        const int m = i / 8, r = m % 4;
+                        const float* src = reinterpret_cast<const float*>(slots + s * SLOT_BYTES + B_OFFSET + B_BYTES) +
+                                           r * RA_REGION + (m / 4) * RA_W + ((r * K) & 3) + 4 * ((i % 8) ^ (m % 8));
+                        x = make_float4(src[0], src[1], src[2], src[3]);
+                    } else {
+                        x = big[i];
+                    }
+#else
                     const float4 x = big[i];
+#endif
                     const float4 hi = make_float4(tf32_rounded(x.x), tf32_rounded(x.y), tf32_rounded(x.z), tf32_rounded(x.w));
                     big[i] = hi;
 #if RN_BIAS

@@ -9,12 +9,14 @@ and swizzle a stage wants is data in its config entry (``tensor_maps``). No GPU 
 build the argument lists (``encode_args``), so the rules about them are tested on any machine.
 
 An entry with ``residues`` (an expression over the parameters; nonzero: on) stands for four maps,
-``<symbol>0`` .. ``<symbol>3``, through which a kernel reads B in place where its rows are off 16 bytes
-(N not a multiple of 4): map r sees B as rows of 4 N floats (a pitch the accelerator takes), the first at
-B itself, and holds B's rows 4q + r as the end of its row q (extent: to the end of that row of B; rows:
-those q with 4q + r < K), so that a box at a 16-byte boundary before row 4q + r's columns brings them,
-and zeros past N or K. Where B's rows are on 16-byte boundaries the plain map of B is used instead, and
-where they are not, no plain map of B is encoded (none can be) and the launcher does not re-pitch B.
+``<symbol>0`` .. ``<symbol>3``, through which a kernel reads its operand in place where the operand's
+rows are off 16 bytes (K, for A, or N, for B, not a multiple of 4): map r sees the operand as rows of 4
+times its row length (a pitch the accelerator takes), the first at the operand itself, and holds its
+rows 4q + r as the end of its row q (extent: to the end of that row of the operand; rows: those q with
+4q + r below the operand's row count), so that a box at a 16-byte boundary before row 4q + r's columns
+brings them, and zeros past the operand's edges. Where the operand's rows are on 16-byte boundaries its
+plain map is used instead, and where they are not, no plain map of it is encoded (none can be) and the
+launcher does not re-pitch it.
 """
 
 from __future__ import annotations
@@ -92,11 +94,11 @@ def requests(spec: KernelSpec, shape: Shape, pitch: tuple[int, int] | None = Non
         if m.get("residues", 0):
             if not (residue_maps(spec, i) and odd[m["operand"]]):
                 continue
-            if m["operand"] != "B":
-                raise LabError(f"kernel {spec.id}: tensor map {m['symbol']}: residue maps read B only")
-            reqs = [MapRequest(symbol=f"{m['symbol']}{r}", operand="B",
-                               dims=(min(r, shape.k - 1) * ldb + shape.n, max(1, -(-(shape.k - r) // 4))),
-                               row_bytes=16 * ldb, box=box, swizzle=swizzle) for r in range(4)]
+            op = m["operand"]
+            rows, cols, ld = (shape.m, shape.k, lda) if op == "A" else (shape.k, shape.n, ldb)
+            reqs = [MapRequest(symbol=f"{m['symbol']}{r}", operand=op,
+                               dims=(min(r, rows - 1) * ld + cols, max(1, -(-(rows - r) // 4))),
+                               row_bytes=16 * ld, box=box, swizzle=swizzle) for r in range(4)]
         elif odd[m["operand"]] and own[m["operand"]]:
             continue  # read through its residue maps
         else:
