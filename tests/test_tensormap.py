@@ -230,3 +230,67 @@ def test_the_fragment_columns_put_one_load_of_a_warp_in_32_banks_and_cover_the_s
                 banks.add(word % 32)
         assert len(banks) == 32, (rem, s)
     assert sorted(frag_col(g, s, rem) for s in range(8) for g in range(8)) == list(range(64))
+
+
+def odd_a_candidate(lab):
+    """Stage 20's candidate that reads A in place (ODD_A) at 64 rows, as a stage of its own."""
+    from sgemm_lab.dispatch import choice
+
+    spec = choice.resolve(lab, lab.kernel("20_dispatch_3xtf32"))
+    i = next(i for i, c in enumerate(spec.candidates) if c.get("ODD_A") and c.get("BM") == 64)
+    return choice.listed_candidate(spec, i)
+
+
+def test_an_odd_a_candidate_reads_a_in_place_only_where_k_is_odd(lab):
+    from sgemm_lab.gpu import padding
+
+    spec = odd_a_candidate(lab)
+    assert tensormap.in_place(spec) == (True, True)
+    assert tensormap.symbols(spec)[-4:] == ["tmap_ar0", "tmap_ar1", "tmap_ar2", "tmap_ar3"]
+    odd = Shape(m=30001, n=47, k=1601)
+    assert not padding.needs_padding(odd, (True, True))
+    reqs = {r.symbol: r for r in tensormap.requests(spec, odd)}
+    assert "tmap_a" not in reqs and "tmap_b" not in reqs
+    for r in range(4):  # rows of 4 K floats; extent to the end of row 4q + r; the q with 4q + r < M
+        a = reqs[f"tmap_ar{r}"]
+        assert (a.row_bytes, a.dims, a.box) == (16 * 1601, (r * 1601 + 1601, -(-(30001 - r) // 4)), (36, 16))
+    # K a multiple of 4: the build is refused (the configured candidates take it), not run with copies
+    assert geometry.unsupported_reason(spec, Shape(m=64, n=64, k=64)) is not None
+    assert geometry.unsupported_reason(spec, odd) is None
+    assert geometry.unsupported_reason(lab.kernel("18_wgmma_3xtf32"), Shape(m=64, n=64, k=64)) is None
+
+
+@pytest.mark.parametrize("m, n, k", [(5, 9, 13), (64, 3, 1), (33, 7, 2), (3, 8, 3), (70, 2, 4099), (1, 64, 3),
+                                     (65, 5, 5), (130, 12, 67), (2, 1001, 9), (257, 4, 35)])
+def test_residue_boxes_of_a_bring_each_row_and_zeros_past_m_and_k_reading_nothing_past_a(lab, m, n, k):
+    """As for B above, for A as ODD_A reads it: rows row0 + 4q + r of a BM-row tile, columns k0 .. k0 + 31
+    of each K-tile, from the box at r K + k0 - (r K) % 4, read at word (r K) % 4 + j of its line."""
+    import numpy as np
+
+    spec = odd_a_candidate(lab)
+    bm, bk = spec.params["BM"], spec.params["BK"]
+    reqs = [r for r in tensormap.requests(spec, Shape(m=m, n=n, k=k), (k, -(-n // 4) * 4)) if r.symbol.startswith("tmap_ar")]
+    if k % 4 == 0:
+        assert reqs == []
+        return
+    rng = np.random.default_rng(m * 1000 + k)
+    a = rng.standard_normal(m * k).astype(np.float32)
+    want = np.zeros((-(-m // bm) * bm, -(-k // bk) * bk), np.float32)
+    want[:m, :k] = a.reshape(m, k)
+    got = np.full_like(want, np.nan)
+    for r, req in enumerate(reqs):
+        pitch = req.row_bytes // 4
+        width, lines = req.box
+        assert width == 36 and lines == bm // 4 and width >= 32 + 3
+        for row0 in range(0, want.shape[0], bm):
+            for k0 in range(0, want.shape[1], bk):
+                x0, y0 = r * k + k0 - ((r * k) & 3), row0 // 4
+                assert x0 % 4 == 0 and x0 >= 0
+                for line in range(lines):
+                    for j in range(32):
+                        x, y = x0 + ((r * k) & 3) + j, y0 + line
+                        inside = x < req.dims[0] and y < req.dims[1]
+                        if inside:
+                            assert y * pitch + x < m * k
+                        got[row0 + 4 * line + r, k0 + j] = a[y * pitch + x] if inside else 0.0
+    np.testing.assert_array_equal(got, want)

@@ -8,7 +8,10 @@ RUN is a run whose shape sweeps (reports/RUN/dispatch/<stage>.csv) hold the fit 
 suite.held_out draw (reports/probes/rules_fit/probe.yaml makes one). For every dispatch stage of the
 config with a rule: the rule as configured scored on those shapes, then the STEPs that score best, the
 first candidate's STEP held (the cost's unit), every other candidate's searched from half to twice its
-configured value. A rule's score on a shape is its choice's time over the fastest candidate's; the
+configured value: every combination where there are at most EXHAUSTIVE of them, else every combination
+of a coarser grid (as many values apiece as keep within EXHAUSTIVE) and then coordinate descent on the
+fine grid from the best of those (each pair of STEPs in turn set to its best values with the others
+held, until none moves). A rule's score on a shape is its choice's time over the fastest candidate's; the
 order is: most shapes within --within, then the smallest worst ratio, then the smallest geometric mean.
 Only the fit draw's shapes are read from RUN, whatever else it timed: the held-out draw stays unseen.
 --also adds every shape of another run's shape sweeps (a probe's, a reference's bench and suite shapes)
@@ -44,13 +47,27 @@ from sgemm_lab.dispatch import choice  # noqa: E402
 from sgemm_lab.dispatch.autotune import eligible  # noqa: E402
 
 
-def _grid(step: int) -> list[int]:
-    """STEP values from half to twice ``step``, about 2% apart."""
+EXHAUSTIVE = 200_000  # STEP combinations searched one by one; more (more free candidates) by descent
+
+
+def _grid(step: int, ratio: float = 1.02) -> list[int]:
+    """STEP values from half to twice ``step``, about ``ratio`` apart."""
     out, x = set(), step / 2
     while x <= 2 * step:
         out.add(max(1, round(x)))
-        x *= 1.02
+        x *= ratio
     return sorted(out | {step})
+
+
+def _coarse(steps: tuple, free: int) -> list[list[int]]:
+    """Grids for the first pass of a search too large to take whole: the first STEP held, the others from
+    half to twice their value, with ratios as fine as keep the combinations within EXHAUSTIVE."""
+    ratio = 1.02
+    while True:
+        grids = [[steps[0]]] + [_grid(s, ratio) for s in steps[1:]]
+        if math.prod(len(g) for g in grids) <= EXHAUSTIVE or free == 0:
+            return grids
+        ratio *= 1.05
 
 
 def _score(picks: list[int], times: list[dict[int, float]], within: float) -> tuple[int, float, float]:
@@ -74,12 +91,20 @@ def fit(spec, shapes: list[Shape], times: list[dict[int, float]], within: float,
                 for st in grids[i]:
                     cost[i, j, st] = int(evaluate(cand, "rule.cost", spec.rule.cost, plan_names(cand, s, st)))
 
-    # every STEP set's choice on every shape, once (the ranking and each fold of the cross-validation read it)
-    chosen = {st: [min((i for i in range(n) if (i, j, st[i]) in cost), key=lambda i: (cost[i, j, st[i]], i))
-                   for j in range(len(shapes))] for st in itertools.product(*grids)}
+    # each STEP set's choice on every shape, once (the ranking and each fold of the cross-validation read it)
+    chosen: dict[tuple, list[int]] = {}
 
     def picks(steps) -> list[int]:
-        return chosen[tuple(steps)]
+        st = tuple(steps)
+        if st not in chosen:
+            chosen[st] = [min((i for i in range(n) if (i, j, st[i]) in cost), key=lambda i: (cost[i, j, st[i]], i))
+                          for j in range(len(shapes))]
+        return chosen[st]
+
+    exhaustive = math.prod(len(g) for g in grids) <= EXHAUSTIVE
+    if exhaustive:
+        for st in itertools.product(*grids):
+            picks(st)
 
     def line(steps, label) -> str:
         w, worst, geo = _score(picks(steps), times, within)
@@ -92,17 +117,45 @@ def fit(spec, shapes: list[Shape], times: list[dict[int, float]], within: float,
         sub = [times[j] for j in idx]
 
         def rank(st: tuple) -> tuple:
-            w, worst, geo = _score([chosen[st][j] for j in idx], sub, within)
+            w, worst, geo = _score([picks(st)[j] for j in idx], sub, within)
             return -w, worst, geo, st
-        return min(chosen, key=rank)
+        if exhaustive:
+            return min(chosen, key=rank)
+        start = min(itertools.product(*_coarse(tuple(spec.rule.step), n - 1)), key=rank)
+        return descend(grids, start, rank)
 
-    ranked = sorted(((_score(picks(st), times, within), st) for st in chosen),
+    if not exhaustive:
+        best(list(range(len(shapes))))  # the descent over all shapes: what it visits is ranked below
+    ranked = sorted(((_score(picks(st), times, within), st) for st in list(chosen)),
                     key=lambda r: (-r[0][0], r[0][1], r[0][2], [abs(a - b) for a, b in zip(r[1], spec.rule.step)]))
     out = ([f"{spec.id}: {len(shapes)} shapes, cost {spec.rule.cost}", line(spec.rule.step, "configured")]
            + [line(st, f"fit #{i + 1}") for i, (_, st) in enumerate(ranked[:top])])
     if cv > 1:
         out.append(cross_validate(len(shapes), cv, best, picks, times, within))
     return out
+
+
+def descend(grids: list[list[int]], start: tuple, rank) -> tuple:
+    """Descent by pairs: from ``start``, each pair of free STEPs in turn set to the values of their grids
+    that ``rank`` puts first with the others held (a pair, because two candidates' STEPs decide between
+    them together), rounds repeated until a round moves none (``rank`` is a total order, so a round that
+    moves one improves it, and the walk ends)."""
+    here = tuple(start)
+    free = [i for i, g in enumerate(grids) if len(g) > 1]
+    pairs = list(itertools.combinations(free, 2)) or [(i,) for i in free]
+    moved = True
+    while moved:
+        moved = False
+        for pair in pairs:
+            def at(values):
+                st = list(here)
+                for i, v in zip(pair, values):
+                    st[i] = v
+                return tuple(st)
+            cand = min((at(v) for v in itertools.product(*(grids[i] for i in pair))), key=rank)
+            if cand != here:
+                here, moved = cand, True
+    return here
 
 
 def folds(count: int, k: int) -> list[list[int]]:
