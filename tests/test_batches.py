@@ -28,9 +28,11 @@ def test_batches_follow_what_a_job_needs(lab):
         assert where == ("tuned" if k.autotuned or k.dispatched else "host" if k.backend == "host" else "gpu")
     bench = batches(lab, "bench")
     assert "numpy" in bench["host"] and "cublas" in bench["gpu"]
-    assert batches(lab, "check") == bench  # a host stage's check needs no GPU slot of its own either
+    assert batches(lab, "check") == bench
     assert not uses_gpu(lab, "bench", bench["host"]) and uses_gpu(lab, "bench", bench["gpu"])
     assert not uses_gpu(lab, "build", build["host"]) and uses_gpu(lab, "build", build["gpu"])
+    # a host stage's check calls cuBLAS for its FP32 limit: its job asks for the GPU too
+    assert uses_gpu(lab, "check", batches(lab, "check")["host"])
 
 
 def test_the_key_follows_inputs_and_the_stage_own_configuration(raw_config, tmp_path):

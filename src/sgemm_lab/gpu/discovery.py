@@ -123,3 +123,13 @@ def visible_gpus() -> list[Gpu]:
         found = _nvml()
         _cache[key] = narrow(found if found is not None else _smi(), key)
     return _cache[key]
+
+
+def allocation() -> dict[str, str | None]:
+    """The GPUs this job was given, as its environment says before the lab pins anything (call it first):
+    ``gpus``, the UUIDs that CUDA_VISIBLE_DEVICES leaves visible (comma-separated; a scheduler's
+    allocation, or every GPU of the host); ``visible``, CUDA_VISIBLE_DEVICES itself; ``slurm_job`` and
+    ``slurm_gpus``, SLURM's job id and GPU list where SLURM started the job."""
+    env = os.environ
+    return dict(gpus=",".join(g.uuid for g in visible_gpus()) or None, visible=env.get("CUDA_VISIBLE_DEVICES"),
+                slurm_job=env.get("SLURM_JOB_ID"), slurm_gpus=env.get("SLURM_JOB_GPUS") or env.get("SLURM_STEP_GPUS"))

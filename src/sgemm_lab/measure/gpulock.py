@@ -57,8 +57,9 @@ log = logging.getLogger("sgemm_lab")
 # lock themselves, after their part that needs no GPU (compiling, process start, imports).
 GPU_LOCK = {"environment": "shared", "build": "shared", "check": "shared", "sanitize": "shared", "bench": "exclusive",
             "profile": "exclusive", "sweep": "exclusive", "shape_sweep": "exclusive", "epilogue": "exclusive",
-            "ceilings": "exclusive"}
-SELF_LOCKING = {"build", "sweep", "shape_sweep", "check", "sanitize", "bench", "profile", "epilogue", "ceilings"}
+            "ceilings": "exclusive", "failure_tests": "exclusive"}
+SELF_LOCKING = {"build", "sweep", "shape_sweep", "check", "sanitize", "bench", "profile", "epilogue", "ceilings",
+                "failure_tests"}  # (the failure tests' pytest session takes the lock for each case)
 
 
 PIN_ENV = "SGEMM_LAB_DEVICE"  # "index:uuid" of the GPU this process (and its children) is pinned to

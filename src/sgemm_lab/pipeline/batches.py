@@ -50,9 +50,12 @@ def batches(cfg: LabConfig, step: str) -> dict[str, tuple[str, ...]]:
 
 
 def uses_gpu(cfg: LabConfig, step: str, members: tuple[str, ...]) -> bool:
-    """Whether a batch job needs the GPU (its Snakemake resource): everything but host-timed benches and
-    host builds."""
-    return step == "sweep" or any(not cfg.on_host(k) for k in members)
+    """Whether a batch job needs the GPU (its Snakemake resource, which a scheduler turns into a GPU
+    request): where any of its stages' steps takes the GPU lock (``measure.gpulock.lock_mode``), that is
+    everything but host-timed benches and host builds; a host stage's check takes it for cuBLAS."""
+    from ..measure.gpulock import lock_mode
+
+    return any(lock_mode(step, cfg, k) is not None for k in members)
 
 
 class Named(list):

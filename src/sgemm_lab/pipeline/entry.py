@@ -191,12 +191,39 @@ def main(step: str, smk) -> None:
     import sys
 
     batch = getattr(getattr(smk, "params", None), "members", None) is not None
-    code = _batch(step, smk) if batch else _run(step, smk)[0]
+    members = list(smk.params.members) if batch else [getattr(getattr(smk, "wildcards", None), "kernel", None)]
+    given = _gpu_job(step, smk, members)
+    code = _batch(step, smk, given) if batch else _run(step, smk, alloc=given)[0]
     if code:
         sys.exit(code)
 
 
-def _batch(step: str, smk) -> int:
+def _gpu_job(step: str, smk, members: list) -> dict | None:
+    """What a job that uses the GPU was given (``gpu.discovery.allocation``, read before anything pins the
+    process); None for a job that does not use it. A job that uses the GPU while its rule asks the
+    scheduler for none (``resources: gpu=0``) stops here, before it starts: on a cluster that confines
+    devices it would find none, or a GPU another job was given."""
+    import sys
+
+    cfg = from_dict(smk.config, trusted=True)
+    if not any(lock_mode(step, cfg, m) is not None for m in members):
+        return None
+    asked = getattr(getattr(smk, "resources", None), "gpu", None)
+    if asked is not None and int(asked) < 1:
+        log.error("sgemm-lab %s: the job uses the GPU but its rule asks the scheduler for none (resources: gpu=%s)",
+                  step, asked)
+        sys.exit(1)
+    from ..gpu.discovery import allocation
+
+    return allocation()
+
+
+def _allocated(alloc: dict | None) -> dict:
+    """A step record's fields for the GPUs its job was given."""
+    return dict(gpus=alloc.get("gpus"), slurm_job=alloc.get("slurm_job")) if alloc else {}
+
+
+def _batch(step: str, smk, alloc: dict | None = None) -> int:
     """Each stage of a batch job in turn: its kept results when nothing it depends on changed
     (``pipeline.reuse``), else its step; one progress line per stage. Exit status 1 when a stage's step
     could not even record a failure (a damaged input, outputs that could not be written)."""
@@ -228,14 +255,15 @@ def _batch(step: str, smk) -> int:
             continue
         outcome.write(Path(job.output.status), StepRecord(step=step, kernel=impl, status=kept["status"],
                                                           message=kept["message"], log=job.log[0],
-                                                          seconds=round(time.monotonic() - t0, 3), reused=True))
+                                                          seconds=round(time.monotonic() - t0, 3), reused=True,
+                                                          **_allocated(alloc)))
         _progress(batch_log, f"[{step} {n}/{len(jobs)}] {impl}: {kept['status']}, inputs unchanged: results kept "
                              f"from {where}")
     given = _shared_child(step, smk, [job for _, job, *_ in pending]) if len(pending) > 1 else {}
     for n, job, outs, key, where in pending:
         impl = job.wildcards.kernel
         result, spent = given.get(impl, (_ALONE, 0.0))
-        stop, rec = _run(step, job, given=result, spent=spent)
+        stop, rec = _run(step, job, given=result, spent=spent, alloc=alloc)
         code = max(code, stop)
         logs.setup(batch_log, append=True)
         if rec.status == OK and key is not None:
@@ -291,13 +319,17 @@ def _given(result):
     return body
 
 
-def _run(step: str, smk, *, given=_ALONE, spent: float = 0.0) -> tuple[int, StepRecord]:
+def _run(step: str, smk, *, given=_ALONE, spent: float = 0.0, alloc: dict | None = None) -> tuple[int, StepRecord]:
     """One step (of one stage): its status record written and returned with 1 where the run must stop
     (see the module docstring), else 0. ``given``: what the step already returned or raised in a batch's shared child
-    process (``spent`` seconds), its log already begun."""
+    process (``spent`` seconds), its log already begun. ``alloc``: the GPUs its job was given (``_gpu_job``)."""
     t0 = time.monotonic() - spent
     log_path = Path(smk.log[0]) if smk.log else None
     logs.setup(log_path, append=given is not _ALONE)
+    if alloc:
+        log.info("GPUs given to this job: %s (CUDA_VISIBLE_DEVICES=%s%s)", alloc.get("gpus") or "none found",
+                 alloc.get("visible"), f"; SLURM job {alloc['slurm_job']}, GPUs {alloc.get('slurm_gpus')}"
+                 if alloc.get("slurm_job") else "")
     kernel = getattr(smk.wildcards, "kernel", None)
     where = f" (log: {log_path})" if log_path else ""
     raised, refused = True, False
@@ -318,7 +350,8 @@ def _run(step: str, smk, *, given=_ALONE, spent: float = 0.0) -> tuple[int, Step
         status = StepStatus(status=FAILED, message=f"unexpected {type(exc).__name__}: {first_line(exc)}")
 
     rec = StepRecord(step=step, kernel=kernel, status=status.status, message=status.message,
-                     log=str(log_path) if log_path else None, seconds=round(time.monotonic() - t0, 3))
+                     log=str(log_path) if log_path else None, seconds=round(time.monotonic() - t0, 3),
+                     **_allocated(alloc))
     what = rec.what
     if raised and (step not in TOLERANT or refused):
         log.error("sgemm-lab %s: %s%s", what, status.message, where)

@@ -18,7 +18,8 @@ from typing import Iterable
 OK, FAILED, NOT_RUN, UNAVAILABLE = "ok", "failed", "not run", "unavailable"
 STATUSES = (OK, FAILED, NOT_RUN, UNAVAILABLE)
 COLUMNS = ["step", "kernel", "status", "message", "log", "seconds"]
-WRITTEN = COLUMNS + ["reused"]  # steps.csv: a run from before ``reused`` has the first six only
+# steps.csv: a run from before ``reused`` has the first six only, one from before ``gpus`` the first seven
+WRITTEN = COLUMNS + ["reused", "gpus", "slurm_job"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +43,8 @@ class StepRecord:
     log: str | None
     seconds: float
     reused: bool = False  # its results were kept from an earlier job of the run (``pipeline.reuse``)
+    gpus: str | None = None       # a GPU step: the UUIDs of the GPUs its job was given (``gpu.discovery.allocation``)
+    slurm_job: str | None = None  # the SLURM job that ran it, where SLURM did
 
     @property
     def what(self) -> str:
@@ -67,7 +70,8 @@ def write(path: Path, record: StepRecord) -> None:
 def read(path: Path) -> StepRecord:
     with open(path) as fh:
         data = json.load(fh)
-    return StepRecord(**{k: data.get(k) for k in COLUMNS}, reused=bool(data.get("reused", False)))
+    return StepRecord(**{k: data.get(k) for k in COLUMNS}, reused=bool(data.get("reused", False)),
+                      gpus=data.get("gpus"), slurm_job=data.get("slurm_job"))
 
 
 def read_all(paths: Iterable[Path]) -> list[StepRecord]:
