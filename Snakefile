@@ -31,10 +31,15 @@ include: "workflow/rules/compare.smk"
 include: "workflow/rules/rerender.smk"
 
 
+# Jobs a cluster executor runs where Snakemake runs, not as jobs of their own: the targets, and the
+# tables, figures and report (seconds of CPU each; a cluster job's own start costs about 5 s).
 localrules:
     all,
     compare,
     rerender,
+    aggregate,
+    plot,
+    report,
 
 
 rule all:

@@ -154,9 +154,12 @@ run() {
   local -a extra
   read -r -a extra <<< "${CONFIG:-}"
   # the target and --config before the flags that take several values; squeue for status (no accounting)
-  "$PY" -m snakemake --workflow-profile workflow/profiles/slurm --config run="$run" "${extra[@]}" \
-    --slurm-no-account --slurm-status-command squeue --slurm-init-seconds-before-status-checks 5 \
-    --slurm-keep-successful-logs --default-resources slurm_partition=main runtime=60 mem_mb=16000 cpus_per_task=4 \
+  # the shipped profile with this node's answers (tools/site_profile.py): one partition "main" for CPU and
+  # GPU jobs, GPUs without a GRES type, no accounting (so squeue for status)
+  "$PY" tools/site_profile.py /tmp/sgemm-lab-site-profile --cpu-partition main --gpu-partition main --no-account \
+    --untyped-gpus --status-command squeue --set slurm-init-seconds-before-status-checks=5 \
+    --set slurm-keep-successful-logs=true > /dev/null
+  "$PY" -m snakemake --workflow-profile /tmp/sgemm-lab-site-profile --config run="$run" "${extra[@]}" \
     "$@" || rc=$?
   echo "snakemake through SLURM: exit $rc after $(( $(date +%s) - start )) s"
   # beside the run's tables: every SLURM job of it (ids, rule, GPU request, submission, start, end) and

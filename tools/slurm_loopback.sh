@@ -74,10 +74,11 @@ done
 cd "$WORK"
 echo "== snakemake compare through the SLURM executor"
 start=$(date +%s)
+# the shipped profile with this machine's answers (tools/site_profile.py): partition "main", no accounting
+"$PY" tools/site_profile.py /tmp/sgemm-lab-site-profile --cpu-partition main --gpu-partition main --no-account \
+  --status-command squeue --set slurm-init-seconds-before-status-checks=5 --set slurm-keep-successful-logs=true
 # the target first: --default-resources and --config take several values
-"$PY" -m snakemake compare --workflow-profile workflow/profiles/slurm --jobs 2 \
-  --slurm-no-account --slurm-status-command squeue --slurm-init-seconds-before-status-checks 5 \
-  --slurm-keep-successful-logs \
+"$PY" -m snakemake compare --workflow-profile /tmp/sgemm-lab-site-profile --jobs 2 \
   --config "compare={\"runs\": [\"${RUNS[0]}\", \"${RUNS[1]}\"]}" \
   --default-resources slurm_partition=main runtime=10 mem_mb=1000 cpus_per_task=1 2>&1 | tee snakemake.log
 echo "== $(( $(date +%s) - start )) s"
