@@ -75,7 +75,7 @@ cd "$WORK"
 echo "== snakemake compare through the SLURM executor"
 start=$(date +%s)
 # the shipped profile with this machine's answers (tools/site_profile.py): partition "main", no accounting
-"$PY" tools/site_profile.py /tmp/sgemm-lab-site-profile --cpu-partition main --gpu-partition main --no-account \
+"$PY" "$ROOT/tools/site_profile.py" /tmp/sgemm-lab-site-profile --cpu-partition main --gpu-partition main --no-account \
   --status-command squeue --set slurm-init-seconds-before-status-checks=5 --set slurm-keep-successful-logs=true
 # the target first: --default-resources and --config take several values
 "$PY" -m snakemake compare --workflow-profile /tmp/sgemm-lab-site-profile --jobs 2 \
