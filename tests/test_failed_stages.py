@@ -149,6 +149,8 @@ def test_autotuned_stage_without_a_verified_candidate_is_a_failed_build(raw_conf
     assert io.read_json(out["record"])["status"] == "failed" and out["binary"].read_bytes() == b""
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"sgemm-lab build 10_autotuned: {rec.message} (log: {tmp_path / 'build.log'})"]
+    # a build takes the GPU: its log (not the console) says which GPUs the job was given
+    assert "GPUs given to this job: " in (tmp_path / "build.log").read_text()
 
     check_out = _Outputs([tmp_path / "check.json"], status=tmp_path / "status_check.json")
     smk = _smk(raw_config, kernel="10_autotuned", log=tmp_path / "check.log",
