@@ -327,7 +327,7 @@ def _run(step: str, smk, *, given=_ALONE, spent: float = 0.0, alloc: dict | None
     log_path = Path(smk.log[0]) if smk.log else None
     logs.setup(log_path, append=given is not _ALONE)
     if alloc:  # into the step's log only: the console keeps one line a failure
-        logs.append(log_path, "GPUs given to this job: {} (CUDA_VISIBLE_DEVICES={}{})".format(
+        logs.file_only("GPUs given to this job: {} (CUDA_VISIBLE_DEVICES={}{})".format(
             alloc.get("gpus") or "none found", alloc.get("visible"),
             f"; SLURM job {alloc['slurm_job']}, GPUs {alloc.get('slurm_gpus')}" if alloc.get("slurm_job") else ""))
     kernel = getattr(smk.wildcards, "kernel", None)

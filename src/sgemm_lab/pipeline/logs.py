@@ -41,6 +41,14 @@ def close(logger: logging.Logger) -> None:
         logger.removeHandler(h)
 
 
+def file_only(text: str) -> None:
+    """A line for the step's log file (set up by ``setup``) and not the console."""
+    record = log.makeRecord(log.name, logging.INFO, __file__, 0, text, None, None)
+    for h in log.handlers:
+        if isinstance(h, logging.FileHandler):
+            h.handle(record)
+
+
 def append(log_path: Path | None, text: str) -> None:
     """Detail (a traceback, a compiler log) for the log file only."""
     if log_path:
