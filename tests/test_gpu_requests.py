@@ -44,7 +44,6 @@ def test_every_job_that_takes_the_gpu_asks_the_scheduler_for_one(configfile):
         assert (gpu or 0) == int(need), f"rule {rule}: resources gpu={gpu}, but its step {'takes' if need else 'does not take'} the GPU"
 
 
-
 def test_a_job_that_uses_the_gpu_without_asking_for_one_stops_before_it_starts(raw_config, caplog):
     smk = SimpleNamespace(config=raw_config, resources=SimpleNamespace(gpu=0), wildcards=SimpleNamespace(),
                           params=SimpleNamespace(), log=[])
