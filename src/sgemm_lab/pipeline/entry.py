@@ -205,8 +205,9 @@ def _gpu_job(step: str, smk, members: list) -> dict | None:
     devices it would find none, or a GPU another job was given."""
     import sys
 
-    cfg = from_dict(smk.config, trusted=True)
-    if not any(lock_mode(step, cfg, m) is not None for m in members):
+    from .batches import uses_gpu
+
+    if not uses_gpu(from_dict(smk.config, trusted=True), step, tuple(members)):
         return None
     asked = getattr(getattr(smk, "resources", None), "gpu", None)
     if asked is not None and int(asked) < 1:
