@@ -216,19 +216,21 @@ def main() -> int:
     for spec in ruled:
         resolved = choice.resolve(cfg, spec)
         built = {i: dict(choice.listed_candidate(resolved, i).params) for i in range(len(spec.candidates))}
+        by_params = {json.dumps(p, sort_keys=True): i for i, p in built.items()}
         sweeps, dropped, other_build = {}, 0, 0
-        for run_dir in [args.run_dir, *args.also]:
+        for pos, run_dir in enumerate([args.run_dir, *args.also]):
             path = run_dir / "dispatch" / f"{spec.id}.csv"
             if not path.exists():
                 raise FileNotFoundError(f"no shape sweep {path}")
             rows = eligible(pd.read_csv(path))
             # only timings of the candidates as this configuration builds them (a run of another build,
-            # e.g. one before a parameter changed, would fit the STEPs to other kernels)
-            same = pd.Series([json.loads(p) == built.get(int(c)) for p, c in zip(rows.params, rows.candidate)],
-                             index=rows.index, dtype=bool)
+            # e.g. one before a parameter changed, would fit the STEPs to other kernels), each known by its
+            # parameters, so that a probe that timed more candidates, or in another order, counts too
+            index = [by_params.get(json.dumps(json.loads(p), sort_keys=True)) for p in rows.params]
+            same = pd.Series([i is not None for i in index], index=rows.index, dtype=bool)
             other_build += int((~same).sum())
-            rows = rows.loc[same]
-            if run_dir == args.run_dir:
+            rows = rows.assign(candidate=[-1 if i is None else i for i in index]).loc[same]
+            if pos == 0:  # the run named first: its fit draw only (an --also run may be the same folder)
                 rows = rows.loc[pd.Series([key in wanted for key in zip(rows.m, rows.n, rows.k)], index=rows.index, dtype=bool)]
             for (m, n, k), g in rows.groupby(["m", "n", "k"], sort=True):
                 if (m, n, k) in unseen:

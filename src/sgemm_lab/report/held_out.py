@@ -64,8 +64,8 @@ def held_out_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | No
     out = ["## Out of sample: shapes nobody tuned on", "",
            f"{len(cfg.held_out)} shapes drawn at random ({d.per_class} of each class users bring, "
            f"`sgemm_lab.config.shape_classes`; seed {d.seed}, its score stream), none of them in the suite, the "
-           "bench or the draw the dispatch rules' STEPs were fitted on (the same seed's fit stream, "
-           "`tools/fit_rules.py`). On each: cuBLAS strict FP32, the best verified stage of those a shape would be "
+           "bench or the draws the dispatch rules' STEPs were fitted on (other streams and seeds, each rule's "
+           "comment in the config; `tools/fit_rules.py`). On each: cuBLAS strict FP32, the best verified stage of those a shape would be "
            f"given ({', '.join(f'`{k}`' for k in sorted(timed))}), strict FP32 and FP32-accurate (ratio = cuBLAS "
            "median time / stage median time, bold below 1), and each rule's choice against the fastest of its "
            f"candidates timed on the shape (time over the fastest's, bold beyond {RULE_WITHIN:.2f}×).", "",
