@@ -15,6 +15,15 @@ configfile: BASE_CONFIG
 
 
 include: "workflow/rules/common.smk"
+
+
+# Under --software-deployment-method apptainer every job runs in the image the config names (a .sif
+# built from docker/Dockerfile; GPU jobs need --apptainer-args "--nv"); without one, on the host.
+if config.get("container"):
+
+    container: config["container"]
+
+
 include: "workflow/rules/environment.smk"
 include: "workflow/rules/build.smk"
 include: "workflow/rules/check.smk"

@@ -35,6 +35,18 @@ def test_every_key_of_the_profile_is_an_option_snakemake_knows():
     assert not [k for k in executor if f"--{k}" not in known]
 
 
+def test_the_container_lines_a_site_uncomments_are_options_snakemake_knows():
+    from snakemake.cli import get_argument_parser
+
+    known = {o for a in get_argument_parser()._actions for o in a.option_strings}
+    text = (ROOT / "workflow" / "profiles" / "slurm" / "config.yaml").read_text()
+    lines = [line[2:] for line in text.splitlines() if line.startswith(("# software-deployment-method:",
+                                                                        "# apptainer-args:"))]
+    site = yaml.safe_load("\n".join(lines))
+    assert site == {"software-deployment-method": "apptainer", "apptainer-args": "--nv"}
+    assert all(f"--{k}" in known for k in site)
+
+
 def test_the_profile_names_only_rules_of_the_workflow_and_the_account_only_as_a_resource():
     assert set(PROFILE["set-resources"]) <= _rules()
     assert "slurm-account" not in PROFILE  # the account is the slurm_account resource (an unknown option)
