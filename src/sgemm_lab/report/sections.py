@@ -16,6 +16,7 @@ from ..config.records import LabConfig
 from ..measure.foreign import LOOKBACK_S
 from .markdown import md_table, md_text
 from .problems import disturbance_summary, failed_steps_section, failure_section
+from .summary import contents, summary_section
 from .stage_tables import (NCU_KEYS, _num, dispatch_table, eval_list, model_table, ncu_table, not_profiled,
                            occupancy_limiter, sweep_summary, top_stalls)
 from .tables import (_at, _fmt, accuracy_table, check_status, cpu_table, epilogue_table, fp32_accurate_table,
@@ -63,11 +64,12 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
                fig={k: v.as_posix() for k, v in figures.items()}, sweeps=sweeps or {}, epilogues=epilogues or {},
                ncu=ncu, ceilings=ceilings, sanitize=sanitize, failures=failures, outcomes=tuple(outcomes),
                dispatch=dispatch if dispatch is not None else pd.DataFrame(columns=["kernel"]))
-    out = _title(run, wall_s, command)
-    for section in (_headline, _suite, _held_out, _ladder, _accuracy, _sass, _profile, _cpu, _stages, _method, _sanitizers,
-                    _environment, _failures_and_skips):
-        out += section(run)
-    return "\n".join(out)
+    body = []
+    for section in (_headline, _suite, _held_out, _ladder, _accuracy, _sass, _profile, _cpu, _method, _sanitizers,
+                    _environment, _failures_and_skips, _stages):  # the stages' walls of rows last, as an appendix
+        body += section(run)
+    first = _title(run, wall_s, command) + [""] + summary_section(run.cfg, run.ok, run.checks)
+    return "\n".join(first + contents(first + body) + body)
 
 
 def _title(run: _Run, wall_s: float | None, command: str | None) -> list[str]:
@@ -225,7 +227,7 @@ def _cpu(run: _Run) -> list[str]:
 
 
 def _stages(run: _Run) -> list[str]:
-    out = ["## Stages", ""]
+    out = ["", "## Appendix: every stage", ""]
     for spec in run.cfg.kernels:
         out += _stage(run, spec)
     return out
