@@ -61,3 +61,29 @@ def test_the_committed_reference_answers_on_its_first_screen():
     assert {row.split(" | ")[0][2:] for row in table} >= {"small output, long K", "skinny (GEMV-like)", "short K",
                                                            "odd sizes", "tall-skinny", "large squares"}
     assert heads[-1] == "Appendix: every stage"  # the walls of rows last
+
+
+def test_a_point_is_unsteady_by_its_spread_or_by_its_clock_drop():
+    from sgemm_lab.report.tables import UNSTEADY_MARK, mark, unsteady, unsteady_note
+
+    steady = {"median_ms": 1.0, "iqr_ms": 0.05, "sm_clock_before_mhz": 1980, "sm_clock_after_mhz": 1900}
+    assert not unsteady(steady) and mark(steady, None) == ""
+    assert unsteady({**steady, "iqr_ms": 0.11}) and unsteady(steady, {**steady, "sm_clock_after_mhz": 1530})
+    assert not unsteady({"median_ms": 1.0, "iqr_ms": float("nan")})  # CPU rows: no quartiles, no clocks
+    assert mark({**steady, "iqr_ms": 0.5}) == UNSTEADY_MARK
+    assert unsteady_note("| 1.0 |") == [] and unsteady_note(f"| 1.0{UNSTEADY_MARK} |")[1].startswith(UNSTEADY_MARK)
+
+
+def test_the_reference_marks_its_unsteady_points_where_it_shows_them():
+    bench = pd.read_csv(ROOT / "reports" / "h100" / "bench.csv")
+    from sgemm_lab.report.tables import UNSTEADY_MARK, unsteady
+
+    ok = bench[bench.status == "ok"]
+    shaky = ok[pd.Series([unsteady(r) for _, r in ok.iterrows()], index=ok.index, dtype=bool)]
+    assert len(shaky)  # (the reference has some: cuBLAS TF32's clock drop at 4096^3 among them)
+    report = (ROOT / "reports" / "h100" / "report.md").read_text()
+    head = report.split("## Ladder")[0]
+    at = report.split("## At ")[1].split("\n## ")[0]
+    for r in shaky[(shaky.m == 4096) & (shaky.n == 4096) & (shaky.k == 4096)].itertuples():
+        assert f"| `{r.kernel}` | {r.tflops:.2f}{UNSTEADY_MARK} |" in at
+    assert UNSTEADY_MARK not in head or "unsteady:" in head

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..config.records import LabConfig
 from .markdown import md_table
-from .tables import _over_suite, _suite_point, fp32_accurate_stages, geomean, shape_label
+from .tables import _over_suite, _suite_point, fp32_accurate_stages, geomean, mark, shape_label, unsteady_note
 
 RULE_WITHIN = 1.05  # a rule's choice within 5% of the fastest candidate's time counts as a good choice
 
@@ -53,7 +53,7 @@ def held_out_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | No
             ratio = ref.median_ms / best.median_ms
             over[key].append((ratio, label))
             drawn[key].append(ratio)
-            row += [f"`{best.kernel}`", f"**{ratio:.3f}×**" if ratio < 1 else f"{ratio:.3f}×"]
+            row += [f"`{best.kernel}`", (f"**{ratio:.3f}×**" if ratio < 1 else f"{ratio:.3f}×") + mark(ref, best)]
         row.insert(2, f"{ref.tflops:.2f}" if ref is not None else "–")
         for k in ruled:
             gap = _rule_gap(dispatch, k.id, s)
@@ -71,6 +71,7 @@ def held_out_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | No
            f"candidates timed on the shape (time over the fastest's, bold beyond {RULE_WITHIN:.2f}×).", "",
            md_table(["shape", "drawn as", "cuBLAS TFLOP/s", "best strict FP32", "ratio", "best FP32-accurate", "ratio"]
                     + [f"`{k.id}` rule / fastest" for k in ruled], rows, align="llrlrlr" + "r" * len(ruled))]
+    out += unsteady_note(rows)
     lines = []
     for key, name in (("strict", "Strict FP32"), ("accurate", "FP32-accurate")):
         if over[key]:

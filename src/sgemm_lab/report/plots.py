@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from .tables import shape_label  # noqa: E402
+from .tables import UNSTEADY_MARK, mark, shape_label, unsteady  # noqa: E402
 
 
 def _save(fig, out: Path) -> None:
@@ -75,6 +75,7 @@ def tflops_vs_size_figure(bench: pd.DataFrame, *, order: list[str], families: di
     fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 5.6 * rows), squeeze=False)
     palette = sns.color_palette("tab10") + sns.color_palette("Dark2")
     markers = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "*", "h", "p"]
+    shaky = ok[pd.Series([unsteady(r) for _, r in ok.iterrows()], index=ok.index, dtype=bool)]
     for ax, (family, members) in zip(axes.flat, panels.items()):
         for i, k in enumerate(members):
             line = ok[ok.kernel == k].sort_values("size")
@@ -84,6 +85,10 @@ def tflops_vs_size_figure(bench: pd.DataFrame, *, order: list[str], families: di
             ref = ok[ok.kernel == impl].sort_values("size")
             if len(ref):
                 ax.plot(ref["size"], ref["tflops"], color="black", linestyle=style, linewidth=1.8, label=label)
+        here = shaky[shaky.kernel.isin([*members, *REFERENCE_LINES])]
+        if len(here):  # the report's unsteady points (†), ringed where they are drawn
+            ax.scatter(here["size"], here["tflops"], s=110, facecolors="none", edgecolors="red", linewidths=1.3,
+                       zorder=5, label=f"unsteady ({UNSTEADY_MARK}: spread or clock drop)")
         ax.set_yscale("log")
         ax.set_title(family, fontsize=11)
         ax.set_xticks(range(len(labels)), [_two_lines(lab) for lab in labels], fontsize=7.5)
@@ -143,7 +148,7 @@ def ladder_bars(bench: pd.DataFrame, out: Path, *, order: list[str], shape) -> N
     sns.barplot(data=data, x="kernel", y="tflops", order=kernels, color="#4c72b0", ax=ax)
     for i, r in enumerate(data.itertuples()):
         if r.pct_cublas == r.pct_cublas:
-            ax.text(i, r.tflops, f"{r.pct_cublas:.0f}%", ha="center", va="bottom", fontsize=8)
+            ax.text(i, r.tflops, f"{r.pct_cublas:.0f}%{mark(data.iloc[i])}", ha="center", va="bottom", fontsize=8)
     drawn = False
     for impl, (label, style) in REFERENCE_LINES.items():
         ref = ok[ok.kernel == impl]

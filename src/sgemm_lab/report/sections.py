@@ -21,7 +21,7 @@ from .stage_tables import (NCU_KEYS, _num, dispatch_table, eval_list, model_tabl
                            occupancy_limiter, sweep_summary, top_stalls)
 from .tables import (_at, _fmt, accuracy_table, check_status, cpu_table, epilogue_table, fp32_accurate_table,
                      headline_shape, headline_table, ladder_table, sanitize_table, sass_table, shape_label,
-                     suite_table)
+                     suite_table, unsteady_note)
 
 @dataclass(frozen=True, kw_only=True)
 class _Run:
@@ -90,7 +90,8 @@ def _headline(run: _Run) -> list[str]:
     hs = run.hs
     if not hs:
         return []
-    out = ["", f"## At {shape_label(*hs)}", "", headline_table(run.cfg, run.ok, hs)]
+    table = headline_table(run.cfg, run.ok, hs)
+    out = ["", f"## At {shape_label(*hs)}", "", table] + unsteady_note(table)
     if "ladder" in run.fig:
         out += ["", f"![the ladder]({run.fig['ladder']})"]
     return out
@@ -112,7 +113,7 @@ def _ladder(run: _Run) -> list[str]:
     return ["", "## Ladder", "",
             "TFLOP/s (median) per problem size, with the percentage of cuBLAS at the same size in the same run. "
             "✗ marks a timing whose result did not verify; `skipped` a shape the stage cannot run (reasons below).", "",
-            ladder_table(run.cfg, run.bench, run.checks, run.outcomes), "",
+            (ladder := ladder_table(run.cfg, run.bench, run.checks, run.outcomes))] + unsteady_note(ladder) + ["",
             f"![TFLOP/s vs size]({run.fig.get('tflops_vs_size', '')})", ""]
 
 

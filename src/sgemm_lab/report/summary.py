@@ -19,9 +19,7 @@ import pandas as pd
 from ..config.records import LabConfig, Shape
 from ..config.shape_classes import CLASSES, classes_of
 from .markdown import md_table
-from .tables import _at, fp32_accurate_stages, geomean, shape_label
-
-UNSTEADY_IQR = 0.10  # a point whose interquartile range is over 10% of its median reads as unsteady
+from .tables import UNSTEADY_NOTE, _at, fp32_accurate_stages, geomean, shape_label, unsteady
 
 CLASS_NAMES = {"long_k": "small output, long K", "skinny": "skinny (GEMV-like)", "short_k": "short K",
                "odd": "odd sizes", "tall_skinny": "tall-skinny", "square": "large squares"}
@@ -55,11 +53,6 @@ def _verified(ok: pd.DataFrame, impl: str, s: Shape) -> pd.Series | None:
     return row
 
 
-def _unsteady(row: pd.Series) -> bool:
-    iqr, median = row.get("iqr_ms", math.nan), row.get("median_ms", math.nan)
-    return bool(median and iqr == iqr and iqr / median > UNSTEADY_IQR)
-
-
 def pick(ok: pd.DataFrame, shapes: list[Shape], baseline: str, stages: list[str]):
     """The stage to use over ``shapes``: (stage, [(ratio, shape, unsteady)], shapes the baseline was timed
     on), or None where no stage verified on any of them. The stage verified on the most of those shapes
@@ -68,7 +61,7 @@ def pick(ok: pd.DataFrame, shapes: list[Shape], baseline: str, stages: list[str]
     timed = [(s, ref) for s in shapes if (ref := _verified(ok, baseline, s)) is not None]
     best = None
     for stage in stages:
-        points = [(ref["median_ms"] / row["median_ms"], s, _unsteady(row) or _unsteady(ref))
+        points = [(ref["median_ms"] / row["median_ms"], s, unsteady(row, ref))
                   for s, ref in timed if (row := _verified(ok, stage, s)) is not None]
         if points:
             key = (len(points), geomean(r for r, _, _ in points))
@@ -142,8 +135,7 @@ def summary_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | Non
             "class, the one with the highest geometric-mean speed against cuBLAS there: strict FP32 and FP32-accurate against cuBLAS strict FP32, TF32 "
             "against cuBLAS TF32 (ratio = cuBLAS median time / stage median time; error = the stage's worst error "
             "as a multiple of cuBLAS FP32's on the same check inputs, for TF32 its median error over cuBLAS TF32's). "
-            f"Unsteady: a point whose quartiles, the stage's or cuBLAS's, are more than {UNSTEADY_IQR:.0%} of its "
-            "median apart.",
+            "Unsteady as marked † in the tables below: " + UNSTEADY_NOTE[2:],
             "",
             md_table(["class", "shapes", "strict FP32", "FP32-accurate", "TF32", "caveats"], rows, align="lrllll"), ""]
 

@@ -140,14 +140,14 @@ def suite_table(cfg: LabConfig, ok: pd.DataFrame, ceilings: dict | None = None) 
         low, high = ref.q1_ms / best.q3_ms, ref.q3_ms / best.q1_ms
         ratios.append((ratio, label))
         points.append((s, ref, best))
-        rows.append([label, f"{ref.tflops:.2f}", f"`{best.kernel}`", f"{best.tflops:.2f}", f"**{ratio:.3f}×**",
-                     f"{low:.3f}–{high:.3f}"])
+        rows.append([label, f"{ref.tflops:.2f}", f"`{best.kernel}`", f"{best.tflops:.2f}",
+                     f"**{ratio:.3f}×**{mark(ref, best)}", f"{low:.3f}–{high:.3f}"])
     out = ["## Against cuBLAS on the suite", "",
            "The best verified strict-FP32 stage on each shape of the suite (`suite:` in the config), against "
            "cuBLAS strict FP32 timed in the same run. Ratio = cuBLAS median time / stage median time (above 1: the stage is "
            "faster); the range pairs the stage's quartiles with cuBLAS's opposite quartiles.", "",
            md_table(["shape", "cuBLAS TFLOP/s", "best stage", "TFLOP/s", "ratio", "ratio range (quartiles)"], rows,
-                    align="lrlrrr")]
+                    align="lrlrrr")] + unsteady_note(rows)
     if ratios:
         out += ["", _over_suite(ratios)
                 + (f" No verified stage or no cuBLAS timing at: {', '.join(missing)} (not in the mean)." if missing else "")]
@@ -249,7 +249,7 @@ def fp32_accurate_table(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame |
         winner = best.kernel if ratio > 1 else "cublas"
         use.setdefault(winner, []).append(label)
         rows.append([label, f"{ref.tflops:.2f}", f"`{best.kernel}` ({cfg.precisions.get(best.kernel, 'fp32')})",
-                     f"{best.tflops:.2f}", f"**{ratio:.3f}×**", f"`{winner}`"])
+                     f"{best.tflops:.2f}", f"**{ratio:.3f}×**{mark(ref, best)}", f"`{winner}`"])
     out = ["### FP32-accurate: the best of strict FP32 and 3xTF32", "",
            "The same shapes, the race open to every stage that earned FP32 accuracy in this run's checks (class "
            "`fp32` or `3xtf32`, every check passed, each within the FP32 limit relative to cuBLAS on the same "
@@ -257,7 +257,7 @@ def fp32_accurate_table(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame |
            f"{', '.join(f'`{k}`' for k in stages if cfg.precisions.get(k) == '3xtf32') or 'none'}. Ratio as "
            "above; the last column is the fastest FP32-accurate implementation there, cuBLAS included.", "",
            md_table(["shape", "cuBLAS TFLOP/s", "best FP32-accurate stage", "TFLOP/s", "ratio", "fastest"], rows,
-                    align="lrlrrl")]
+                    align="lrlrrl")] + unsteady_note(rows)
     if ratios:
         out += ["", _over_suite(ratios)]
     out += ["", "Which to use for FP32 accuracy on these shapes: "
@@ -287,11 +287,11 @@ def ladder_table(cfg: LabConfig, bench: pd.DataFrame, checks: pd.DataFrame, outc
             elif r["tflops"] < 0.1:  # CPU stages: GFLOP/s reads better
                 cells.append(f"{r['tflops'] * 1e3:.2f} GFLOP/s")
             elif impl == "cublas":
-                cells.append(f"{r['tflops']:.2f}")
+                cells.append(f"{r['tflops']:.2f}{mark(r)}")
             else:
-                mark = "" if r["verified"] else " ✗"
+                wrong = "" if r["verified"] else " ✗"
                 of = " of TF32" if r.get("baseline") == "cublas_tf32" else ""
-                cells.append(f"{r['tflops']:.2f} ({_fmt(r['pct_cublas'], '.1f')}%{of}){mark}")
+                cells.append(f"{r['tflops']:.2f}{mark(r)} ({_fmt(r['pct_cublas'], '.1f')}%{of}){wrong}")
         problem = stage_problem(outcomes, impl)
         status = check_status(checks, impl)
         status = f"{problem} (see Failures)" if problem and status in ("not checked", "all shapes skipped") else status
@@ -311,6 +311,39 @@ def headline_shape(cfg: LabConfig, ok: pd.DataFrame) -> tuple[int, int, int] | N
     return (int(r.m), int(r.n), int(r.k))
 
 
+UNSTEADY_IQR = 0.10    # quartiles more than 10% of the median apart
+UNSTEADY_CLOCK = 0.90  # or the SM clock after the timed launches below 90% of where it was before them
+UNSTEADY_MARK = "†"
+UNSTEADY_NOTE = (f"{UNSTEADY_MARK} unsteady: the point's quartiles are more than {UNSTEADY_IQR:.0%} of its median "
+                 f"apart, or the SM clock fell below {UNSTEADY_CLOCK:.0%} of its starting value while it was timed "
+                 "(the median is shown; `bench.csv` has the quartiles and clocks).")
+
+
+def unsteady(*rows) -> bool:
+    """Whether any of the bench ``rows`` is an unsteady measurement (see UNSTEADY_NOTE)."""
+    for row in rows:
+        if row is None:
+            continue
+        iqr, median = row.get("iqr_ms", math.nan), row.get("median_ms", math.nan)
+        if median and iqr == iqr and median == median and iqr / median > UNSTEADY_IQR:
+            return True
+        before, after = row.get("sm_clock_before_mhz", math.nan), row.get("sm_clock_after_mhz", math.nan)
+        if before == before and after == after and before and after < UNSTEADY_CLOCK * before:
+            return True
+    return False
+
+
+def unsteady_note(rows_or_text) -> list[str]:
+    """The legend of the unsteady mark, as lines to put under a table that shows one (else none)."""
+    text = rows_or_text if isinstance(rows_or_text, str) else str(rows_or_text)
+    return ["", UNSTEADY_NOTE] if UNSTEADY_MARK in text else []
+
+
+def mark(*rows) -> str:
+    """The unsteady mark for a number read from ``rows``, or nothing."""
+    return UNSTEADY_MARK if unsteady(*rows) else ""
+
+
 def _at(df: pd.DataFrame, impl: str, shape) -> pd.Series | None:
     m, n, k = shape
     r = df[(df.kernel == impl) & (df.m == m) & (df.n == n) & (df.k == k)]
@@ -325,7 +358,7 @@ def headline_table(cfg: LabConfig, ok: pd.DataFrame, shape) -> str:
             continue
         step = f"{r.tflops / prev:.2f}×" if prev and impl not in BASELINES else ""
         of = " of TF32" if r.get("baseline") == "cublas_tf32" else ""
-        rows.append([f"`{impl}`", f"{r.tflops:.2f}", _fmt(r.pct_cublas, ".1f") + "%" + of, step,
+        rows.append([f"`{impl}`", f"{r.tflops:.2f}{mark(r)}", _fmt(r.pct_cublas, ".1f") + "%" + of, step,
                      f"{r.median_ms:.3f}", f"{r.iqr_ms:.3f}"])
         if impl not in BASELINES:
             prev = r.tflops
