@@ -186,3 +186,16 @@ def test_dropping_either_term_fails_at_the_limits_the_config_allows():
             no_ab = verify.compare(bc.astype(np.float32), ref, limit, terms=(ab, bc))
             no_c = verify.compare(ab.astype(np.float32), ref, limit, terms=(ab, bc))
             assert not no_ab.passed and not no_c.passed, (m, n, k, alpha, beta, no_ab.rel_err, no_c.rel_err)
+
+
+def test_a_shape_may_be_written_as_text_on_the_command_line(raw_config):
+    def given(shapes):
+        cli = {"bench": {"square": [], "shapes": shapes}}
+        merged = {**raw_config, "bench": {**raw_config["bench"], **cli["bench"]}}
+        return cfgmod.validate(merged, origins=Origins([("config/config.yaml", raw_config)], cli))
+
+    assert given(["1000x2000x3000", "7 x 5 x 3"])["bench"]["shapes"] == [[1000, 2000, 3000], [7, 5, 3]]
+    with pytest.raises(ConfigError, match=r"^--config: bench\.shapes\[0\]: '1000x2000' is not a shape: write"):
+        given(["1000x2000"])
+    with pytest.raises(ConfigError, match=r"A would have 1e\+10 elements"):  # the same limits as a list's
+        given(["100000x100000x100000"])

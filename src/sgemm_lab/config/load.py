@@ -88,7 +88,11 @@ def validate(raw: Mapping[str, Any], *, source: str = "config", origins: "Origin
             allowed = set(err.schema.get("properties", {}))
             extra = sorted(k for k in err.instance if k not in allowed)
             path += extra[:1]  # (the file that set the unknown key, not the schema's defaults)
-        raise ConfigError(f"{where(path)}: {_where(err)}: {err.message}{more}")
+        message = err.message
+        if err.validator == "type" and isinstance(err.instance, str) and err.schema.get("maxItems") == 3 \
+                and err.schema.get("minItems") == 3:
+            message = f"{err.instance!r} is not a shape: write [M, N, K], or \"MxNxK\" on the command line"
+        raise ConfigError(f"{where(path)}: {_where(err)}: {message}{more}")
     rules.check_all(cfg, where)
     ids = [k["id"] for k in cfg["kernels"]]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
@@ -135,6 +139,7 @@ def validate(raw: Mapping[str, Any], *, source: str = "config", origins: "Origin
 
 
 _INT = re.compile(r"[-+]?[0-9]+")
+_SHAPE = re.compile(r"([0-9]+)\s*[x×]\s*([0-9]+)\s*[x×]\s*([0-9]+)")  # "1000x2000x3000", a shape as text
 _NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
 
@@ -142,7 +147,7 @@ def _command_line_numbers(cfg: dict, validator, where) -> None:
     """Numbers nested in ``--config`` values read as numbers: Snakemake hands over the leaves of
     ``--config 'check={"alpha": 1.5}'`` as text. Only where the schema wants a number (or a boolean)
     there and the text is one, and only for keys ``--config`` set: a file's quoted "1.5" stays an
-    error."""
+    error. A shape may be written as text there too, ``"1000x2000x3000"`` for [1000, 2000, 3000]."""
     for _ in range(10_000):  # (each pass turns at least one text into a number, or ends)
         changed = False
         for err in validator.iter_errors(cfg):
@@ -153,7 +158,10 @@ def _command_line_numbers(cfg: dict, validator, where) -> None:
             text = err.instance.strip()
             if len(text) > 40:  # (no number the configuration takes is that long)
                 continue
-            if "integer" in want and _INT.fullmatch(text):
+            shape = _SHAPE.fullmatch(text) if "array" in want and err.schema.get("maxItems") == 3 else None
+            if shape and err.schema.get("minItems") == 3:
+                value = [int(x) for x in shape.groups()]
+            elif "integer" in want and _INT.fullmatch(text):
                 value = int(text)
             elif "number" in want and _NUMBER.fullmatch(text) and math.isfinite(float(text)):
                 value = float(text) if not _INT.fullmatch(text) else int(text)
