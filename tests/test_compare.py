@@ -55,9 +55,14 @@ def test_compare_step_on_two_committed_runs(tmp_path, raw_config):
     mb = b[(b.kernel == "11_general") & (b.m == 4096) & (b.k == 4096)].median_ms.iloc[0]
     assert row.speedup == pytest.approx(ma / mb) and row.run_b == runs[1]
     text = out["md"].read_text()
-    assert f"| `11_general` | {ma:.3f} | {mb:.3f} | **{ma / mb:.3f}×** |" in text
-    # the title and the first line name the runs in the same order: the later against the first
-    assert text.startswith(f"# {runs[1]} against {runs[0]}\n")
+    src = [x[(x.kernel == "11_general") & (x.m == 4096)].source_sha256.iloc[0] for x in (a, b)]
+    code = " ‡" if src[0] != src[1] else ""  # the same stage built from other source in the two runs
+    assert f"| `11_general`{code} | {ma:.3f} | {mb:.3f} | **{ma / mb:.3f}×** |" in text
+    assert bool(row.code_differs) == (src[0] != src[1])
+    # the title and the first line name the runs in the same order, each with its commit
+    ca, cb = a.git_commit.iloc[0][:7], b.git_commit.iloc[0][:7]
+    assert text.startswith(f"# {runs[1]} (at {cb}) against {runs[0]} (at {ca})\n")
+    assert (f"**The runs are of two commits** (`{ca}` and `{cb}`)" in text) == (ca != cb)
     assert f"Run **{runs[1]}** (" in text and f") against run **{runs[0]}** (" in text
     assert out["png"].read_bytes()[:4] == b"\x89PNG"
 

@@ -47,7 +47,7 @@ REQUIRED = [*KEYS, "status", "verified", "median_ms", "iqr_ms", "reps", "gpu"]
 NUMBERS = ["m", "n", "k", "median_ms", "iqr_ms", "reps"]
 COLUMNS = ["kernel", "m", "n", "k", "run_a", "run_b", "gpu_a", "gpu_b", "median_ms_a", "median_ms_b", "iqr_ms_a",
            "iqr_ms_b", "reps_a", "reps_b", "speedup", "ci_low", "ci_high", "verdict", "cublas_speedup", "vs_cublas", "vs_cublas_low",
-           "vs_cublas_high", "verdict_vs_cublas", "unsteady"]
+           "vs_cublas_high", "verdict_vs_cublas", "unsteady", "commit_a", "commit_b", "code_differs"]
 
 
 def output_dir(runs: list[str]) -> str:
@@ -71,12 +71,17 @@ def pairwise(a: pd.DataFrame, b: pd.DataFrame, *, run_a: str, run_b: str) -> pd.
     """One row per implementation and shape timed and verified in both runs (``COLUMNS``)."""
     def usable(df):
         ok = df[(df["status"] == "ok") & df["verified"].astype(bool)] if len(df) else df
-        return ok[KEYS + ["median_ms", "iqr_ms", "reps", "gpu"]]
+        ok = ok.assign(commit=ok["git_commit"].astype(str).str[:7] if "git_commit" in ok else "",
+                       source=ok["source_sha256"].fillna("").astype(str) if "source_sha256" in ok else "")
+        return ok[KEYS + ["median_ms", "iqr_ms", "reps", "gpu", "commit", "source"]]
 
     m = usable(a).merge(usable(b), on=KEYS, suffixes=("_a", "_b"))
     if m.empty:
         return pd.DataFrame(columns=COLUMNS)
     m["run_a"], m["run_b"] = run_a, run_b
+    m["commit_a"], m["commit_b"] = m.commit_a, m.commit_b
+    # the same implementation built from other source in the two runs: its speed-up is partly the code's
+    m["code_differs"] = (m.source_a != m.source_b) & (m.source_a != "") & (m.source_b != "")
     m["speedup"] = m.median_ms_a / m.median_ms_b
     se = (_rel_se(m.median_ms_a, m.iqr_ms_a, m.reps_a) ** 2 + _rel_se(m.median_ms_b, m.iqr_ms_b, m.reps_b) ** 2) ** 0.5
     m["ci_low"] = m.speedup * (-Z95 * se).map(math.exp)
@@ -136,8 +141,21 @@ def markdown(df: pd.DataFrame, *, order: list[str], shape=None) -> str:
         return "## Comparing runs\n\nNo implementation was timed and verified at the same shape in both runs.\n"
     run_a, run_b = df.run_a.iloc[0], df.run_b.iloc[0]
     counts = df.verdict.value_counts()
-    out = ["## Comparing runs", "",
-           f"Run **{run_b}** ({df.gpu_b.iloc[0]}) against run **{run_a}** ({df.gpu_a.iloc[0]}): "
+    commits = lambda c: "/".join(sorted(set(df[c].astype(str)) - {"", "nan"})) or "?"  # noqa: E731
+    ca, cb = commits("commit_a"), commits("commit_b")
+    changed = sorted(set(df.kernel[df.code_differs.astype(bool)]))
+    same_gpu = df.gpu_a.iloc[0] == df.gpu_b.iloc[0]
+    if ca == cb:
+        code = [f"Both runs are of commit `{ca}`: every difference below is the GPU's and the run's, not the code's."
+                if not same_gpu else f"Both runs are of commit `{ca}`."]
+    else:
+        code = [f"**The runs are of two commits** (`{ca}` and `{cb}`): " + (
+            f"{len(changed)} implementation{'s' if len(changed) > 1 else ''} built from other source in the two "
+            f"(marked ‡ below: {', '.join(f'`{k}`' for k in changed)}), whose speed-ups mix the code's change with "
+            + ("the GPU's." if not same_gpu else "the run's.") if changed else
+            "no implementation's source differs between them.")]
+    out = ["## Comparing runs", "", *code, "",
+           f"Run **{run_b}** ({df.gpu_b.iloc[0]}, `{cb}`) against run **{run_a}** ({df.gpu_a.iloc[0]}, `{ca}`): "
            f"{len(df)} implementation × shape pairs timed and verified in both; "
            + ", ".join(f"{counts.get(v, 0)} {v}" for v in ("faster", "slower", "within noise"))
            + " (by repetition noise alone). Speed-up = median time in A / median time in B (above 1: B is "
@@ -155,15 +173,17 @@ def markdown(df: pd.DataFrame, *, order: list[str], shape=None) -> str:
         vs = ("| | |" if r.vs_cublas != r.vs_cublas else
               f"{r.vs_cublas:.3f} | {r.vs_cublas_low:.3f}–{r.vs_cublas_high:.3f} | {r.verdict_vs_cublas} |")
         mark = f" (unsteady in {r.unsteady})" if r.unsteady else ""
-        rows.append(f"| `{r.kernel}` | {r.median_ms_a:.3f} | {r.median_ms_b:.3f} | **{r.speedup:.3f}×** | "
+        code = " ‡" if r.code_differs else ""
+        rows.append(f"| `{r.kernel}`{code} | {r.median_ms_a:.3f} | {r.median_ms_b:.3f} | **{r.speedup:.3f}×** | "
                     f"{r.ci_low:.3f}–{r.ci_high:.3f} | {r.verdict}{mark} | {vs}")
     out += [f"At {shape_label(*shape)}:", "", *rows, ""]
     summary = across_shapes(df, order=order)
     rows = ["| implementation | shapes | speed-up (geometric mean) | smallest–largest | faster / slower / within noise "
             "| unsteady | vs cuBLAS (geometric mean) |", "| :--- | ---: | ---: | ---: | :--- | ---: | ---: |"]
+    changed = set(df.kernel[df.code_differs.astype(bool)])
     for r in summary.itertuples():
         vs = "" if r.vs_cublas != r.vs_cublas else f"{r.vs_cublas:.3f}"
-        rows.append(f"| `{r.kernel}` | {r.shapes} | **{r.geomean:.3f}×** | {r.low:.3f}–{r.high:.3f} | "
+        rows.append(f"| `{r.kernel}`{' ‡' if r.kernel in changed else ''} | {r.shapes} | **{r.geomean:.3f}×** | {r.low:.3f}–{r.high:.3f} | "
                     f"{r.faster} / {r.slower} / {r.noise} | {r.unsteady or ''} | {vs} |")
     out += ["Over every shape both runs timed and verified (the size sweep and, for the stages in it, the "
             "suite):", "", *rows, ""]
@@ -277,4 +297,9 @@ def run(*, runs: list[str], benches: list[Path], out_md: Path, out_csv: Path, ou
     io.write_csv(out_csv, df, columns=COLUMNS)
     text = "\n".join(pages)
     # the later runs against the first, in the order of the page's own lines ("Run B against run A")
-    io.write_text(out_md, f"# {', '.join(runs[1:])} against {runs[0]}\n\n{text}\n![speed-ups]({out_png.name})\n")
+    def at(frame) -> str:
+        c = sorted(set(frame["git_commit"].astype(str).str[:7]) - {"nan", ""}) if "git_commit" in frame else []
+        return f" (at {'/'.join(c)})" if c else ""
+
+    title = ", ".join(f"{r}{at(f)}" for r, f in zip(runs[1:], frames[1:])) + f" against {runs[0]}{at(frames[0])}"
+    io.write_text(out_md, f"# {title}\n\n{text}\n![speed-ups]({out_png.name})\n")
