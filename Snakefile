@@ -24,6 +24,10 @@ if config.get("container"):
     container: config["container"]
 
 
+# The page `snakemake --report` opens on: the run's report.md itself (reports/<run>/report_body.html).
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/environment.smk"
 include: "workflow/rules/build.smk"
 include: "workflow/rules/check.smk"

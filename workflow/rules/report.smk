@@ -8,7 +8,7 @@
 # on every invocation until the input is fixed.
 
 
-from sgemm_lab.report.run_files import FIGURES
+from sgemm_lab.report.run_files import BODY, FIGURES
 
 
 rule aggregate:
@@ -93,6 +93,7 @@ rule report:
         aggregated=rules.aggregate.output.status,
     output:
         report(update(f"{REPORTS}/report.md"), caption="../report/report.rst", category="Report"),
+        body=update(f"{REPORTS}/{BODY}"),  # report.md as HTML, the HTML report's first page (workflow/report/workflow.rst)
         steps=update(f"{REPORTS}/steps.csv"),
         run=update(f"{REPORTS}/run.json"),
         status=f"{RESULTS}/status/report.json",

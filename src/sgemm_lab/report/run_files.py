@@ -8,3 +8,7 @@ FIGURES = {"size": "tflops_vs_size.png", "ladder": "ladder.png", "accuracy": "ac
 # What a finished run commits and a drawing of its report cannot do without.
 RUN_TABLES = ("bench.csv", "check.csv", "build.csv", "environment.json", "ncu_metrics.csv", "sanitize.csv",
               "steps.csv")
+
+# report.md as an HTML fragment beside it, which the HTML report's first page includes
+# (workflow/report/workflow.rst).
+BODY = "report_body.html"

@@ -18,7 +18,8 @@ from ..pipeline.common import add_provenance, log, one_gpu_model
 from ..pipeline.outcome import FAILED, StepStatus, first_line
 from ..profiling.step import PROFILE_COLUMNS
 from ..sanitizers.step import SANITIZE_COLUMNS
-from .run_files import FIGURES, RUN_TABLES
+from .html import fragment
+from .run_files import BODY, FIGURES, RUN_TABLES
 
 # Columns the steps rely on, per table; a table whose header lacks one is not the table expected.
 # Tables that a step writes empty (no rows) when it ran or found nothing are read with rows=False.
@@ -226,6 +227,8 @@ def report(cfg: LabConfig, *, bench_csv: Path, check_csv: Path, build_csv: Path,
         io.write_csv(steps_out, pd.DataFrame([asdict(r) for r in records], columns=outcome.WRITTEN))
     if run_out is not None:
         io.write_json(run_out, {"command": run.get("command"), "wall_s": run.get("wall_s")})
+    # the same report as HTML, for the page the HTML report opens on (workflow/report/workflow.rst)
+    io.write_text(Path(out).with_name(BODY), fragment(text))
     io.write_text(out, text)
 
 
@@ -319,7 +322,7 @@ def _drawn_in_place(cfg: LabConfig, run_dir: Path, processes: int = 1) -> StepSt
         except OSError as exc:
             raise LabError(f"rerender {run_dir}: cannot write the drawing ({exc.strerror or exc}); nothing was "
                            "changed") from None
-        drawn = [p for p in [*vars(outs).values(), *heatmaps, staging / "report.md"] if p.is_file()]
+        drawn = [p for p in [*vars(outs).values(), *heatmaps, staging / BODY, staging / "report.md"] if p.is_file()]
         (run_dir / "figures").mkdir(exist_ok=True)
         for p in drawn:  # (a rename within one filesystem: each file whole, old or new)
             os.replace(p, run_dir / p.relative_to(staging))
