@@ -58,14 +58,21 @@ def test_size_figure_panels_legends_outside_and_no_overlapping_ticks(tmp_path):
     assert (tmp_path / "size.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_stall_figure_shares_on_a_linear_scale_legend_outside():
+def test_stall_figure_cycles_on_a_log_scale_beside_the_shares_legend_outside():
     cfg = cfgmod.load(ROOT / "config" / "config.yaml")
     ncu = pd.read_csv(FIX / "ncu_metrics.csv")
     shape = tuple(int(v) for v in ncu[["m", "n", "k"]].iloc[0])
     fig = profile_plots.stall_figure(ncu, order=list(cfg.implementations), shape=shape)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
-    (ax,) = fig.axes
+    cycles, ax = fig.axes
+    # the stall cycles per instruction themselves, not only their shares: a stage's bar is its total
+    assert cycles.get_xscale() == "log"
+    at = ncu[(ncu.m == shape[0]) & (ncu.n == shape[1]) & (ncu.k == shape[2]) & ncu.metric.str.startswith("stall_")]
+    totals = at.groupby("kernel").value.sum()
+    labels = [t.get_text() for t in cycles.get_yticklabels()]
+    drawn = {labels[round(p.get_y() + p.get_height() / 2)]: p.get_width() for p in cycles.patches}
+    assert drawn and all(abs(drawn[k] - totals[k]) < 1e-6 * max(1.0, totals[k]) for k in drawn)
     assert ax.get_xscale() == "linear" and ax.get_xlim() == (0.0, 100.0)
     assert not _overlap(ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer))
     # each stage's bar adds up to 100% (its reasons as shares of its total)
@@ -205,3 +212,32 @@ def test_size_figure_with_only_the_references_timed_is_no_figure_not_an_error(tm
     assert plots.tflops_vs_size_figure(refs, order=list(cfg.implementations)) is None
     plots.tflops_vs_size(refs, tmp_path / "size.png", order=list(cfg.implementations))
     assert (tmp_path / "size.png").read_bytes()[:4] == b"\x89PNG"  # the picture that says why
+
+
+def test_memory_figure_names_every_stage_whole_and_shows_small_conflict_counts(tmp_path):
+    cfg = cfgmod.load(ROOT / "config" / "config.yaml")
+    ncu = pd.read_csv(FIX / "ncu_metrics.csv")
+    shape = tuple(int(v) for v in ncu[["m", "n", "k"]].iloc[0])
+    fig = profile_plots.memory_figure(ncu, order=list(cfg.implementations), shape=shape)
+    conflicts, occupancy = fig.axes
+    assert conflicts.get_xscale() == "symlog"  # counts from 0 to 10^8 all visible
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    labels = [t for t in conflicts.get_yticklabels() if t.get_text()]
+    assert {t.get_text() for t in labels} == set(ncu[(ncu.m == shape[0]) & (ncu.n == shape[1]) & (ncu.k == shape[2])].kernel)
+    boxes = sorted((t.get_window_extent(r) for t in labels), key=lambda b: b.y0)
+    assert not any(_overlap(a, b) for a, b in zip(boxes, boxes[1:]))
+
+
+def test_sweep_heatmap_outlines_the_configuration_the_ladder_runs(tmp_path, monkeypatch):
+    sweep = pd.DataFrame([dict(kernel="s", m=64, n=64, k=64, status="ok", TM=tm, TN=tn, BM=bm, tflops=tm * tn + bm)
+                          for tm in (4, 8) for tn in (4, 8) for bm in (64, 128)])
+    drawn = {}
+    monkeypatch.setattr(plots, "_save", lambda fig, out: drawn.setdefault("fig", fig))
+    plots.sweep_heatmap(sweep, tmp_path / "s.png", kernel="s", axes=("TM", "TN"), ladder={"TM": 8, "TN": 4, "BM": 64})
+    (ax, _cbar) = drawn["fig"].axes
+    from matplotlib.patches import Rectangle
+
+    boxes = [p for p in ax.patches if isinstance(p, Rectangle) and p.get_edgecolor()[:3] == (1.0, 0.0, 0.0)]
+    assert [(b.get_x(), b.get_y()) for b in boxes] == [(0, 1)]  # column TN=4, row TM=8
+    assert "the ladder's TM=8, TN=4" in ax.get_xlabel()

@@ -102,8 +102,10 @@ def tflops_vs_size_figure(bench: pd.DataFrame, *, order: list[str], families: di
     return fig
 
 
-def sweep_heatmap(sweep: pd.DataFrame, out: Path, *, kernel: str, axes: tuple[str, str], title: str = "") -> None:
-    """Best verified TFLOP/s for each pair of values on ``axes`` (max over the other swept parameters)."""
+def sweep_heatmap(sweep: pd.DataFrame, out: Path, *, kernel: str, axes: tuple[str, str], title: str = "",
+                  ladder: dict | None = None) -> None:
+    """Best verified TFLOP/s for each pair of values on ``axes`` (max over the other swept parameters), the
+    cell of the configuration the ladder runs (``ladder``: the stage's parameters) outlined."""
     y, x = axes
     ok = sweep[(sweep["status"] == "ok")] if "tflops" in sweep.columns else sweep.iloc[0:0]
     sns.set_theme(style="white", context="notebook")
@@ -115,6 +117,13 @@ def sweep_heatmap(sweep: pd.DataFrame, out: Path, *, kernel: str, axes: tuple[st
         grid = ok.pivot_table(index=y, columns=x, values="tflops", aggfunc="max")
         sns.heatmap(grid, annot=True, fmt=".1f", cmap="viridis", cbar_kws={"label": "TFLOP/s (best)"}, ax=ax)
         ax.invert_yaxis()
+        at = ladder or {}
+        if at.get(y) in list(grid.index) and at.get(x) in list(grid.columns):
+            from matplotlib.patches import Rectangle
+
+            cell = (list(grid.columns).index(at[x]), list(grid.index).index(at[y]))
+            ax.add_patch(Rectangle(cell, 1, 1, fill=False, edgecolor="red", linewidth=2.5))
+            ax.set_xlabel(f"{x}   (red: the ladder's {y}={at[y]}, {x}={at[x]})")
     counts = sweep["status"].value_counts() if "status" in sweep else pd.Series(dtype=int)
     where = f"{int(sweep.m.iloc[0])}x{int(sweep.n.iloc[0])}x{int(sweep.k.iloc[0])}: " if len(sweep) else ""
     ax.set_title(f"{title or kernel}\n{where}" + (", ".join(f"{n} {s}" for s, n in counts.items()) or "no points"),
@@ -145,18 +154,22 @@ def ladder_bars(bench: pd.DataFrame, out: Path, *, order: list[str], shape) -> N
     sns.set_theme(style="whitegrid", context="notebook")
     fig, ax = plt.subplots(figsize=(10, 5))
     data = ok.set_index("kernel").loc[kernels].reset_index()
-    sns.barplot(data=data, x="kernel", y="tflops", order=kernels, color="#4c72b0", ax=ax)
+    # each bar coloured by the baseline its label is a percentage of (TF32 stages: cuBLAS TF32)
+    base = data["baseline"].fillna("cublas") if "baseline" in data else pd.Series("cublas", index=data.index)
+    colours = {"cublas": "#4c72b0", "cublas_tf32": "#dd8452"}
+    ax.bar(range(len(data)), data["tflops"], color=[colours.get(b, "#8c8c8c") for b in base], width=0.8)
+    ax.set_xticks(range(len(data)), data["kernel"])
     for i, r in enumerate(data.itertuples()):
         if r.pct_cublas == r.pct_cublas:
             ax.text(i, r.tflops, f"{r.pct_cublas:.0f}%{mark(data.iloc[i])}", ha="center", va="bottom", fontsize=8)
-    drawn = False
+    for b, label in (("cublas", "label: % of cuBLAS strict FP32"), ("cublas_tf32", "label: % of cuBLAS TF32")):
+        if (base == b).any():
+            ax.bar([0], [0], color=colours[b], label=label)
     for impl, (label, style) in REFERENCE_LINES.items():
         ref = ok[ok.kernel == impl]
         if len(ref):
             ax.axhline(ref.tflops.iloc[0], color="black", linestyle=style, label=f"{label} {ref.tflops.iloc[0]:.1f}")
-            drawn = True
-    if drawn:
-        ax.legend(loc="upper left")
+    ax.legend(loc="upper left", fontsize=9)
     ax.set_xlabel("")
     ax.set_ylabel("TFLOP/s (median)")
     ax.set_title(f"The ladder at {shape[0]}x{shape[1]}x{shape[2]} (labels: % of cuBLAS)")

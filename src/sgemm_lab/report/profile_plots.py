@@ -120,8 +120,8 @@ STALL_ORDER = ["long_scoreboard", "short_scoreboard", "mio_throttle", "barrier",
 
 
 def stall_bars(ncu: pd.DataFrame, out: Path, *, order: list[str], shape) -> None:
-    """Warp-stall breakdown per stage: each bar the share of every reason in the stall cycles per issued
-    instruction (linear, 100% a bar), the total written at its end; legend outside the data."""
+    """Warp stalls per stage: the stall cycles per issued instruction (log axis), and beside them each
+    reason's share of those cycles (linear, 100% a bar); legend outside the data."""
     _save_or_say(stall_figure(ncu, order=order, shape=shape), out, "warp stalls: no Nsight Compute metrics")
 
 
@@ -137,40 +137,58 @@ def stall_figure(ncu: pd.DataFrame, *, order: list[str], shape):
     total = data.sum(axis=1)
     shares = data.div(total.where(total > 0, 1.0), axis=0) * 100.0
     sns.set_theme(style="whitegrid", context="notebook")
-    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.32 * len(rows)))
-    shares.iloc[::-1].plot(kind="barh", stacked=True, ax=ax, colormap="tab20", width=0.8)
+    # left: the stall cycles per issued instruction themselves (a log axis: 01_naive's hundreds beside
+    # cuBLAS's two); right: how they divide among the reasons
+    fig, (cycles, ax) = plt.subplots(1, 2, figsize=(13, 1.2 + 0.32 * len(rows)), sharey=True,
+                                     gridspec_kw={"width_ratios": [1, 3]})
+    cycles.barh(range(len(rows)), total[rows[::-1]].to_numpy(), color="#4c72b0", height=0.8)
+    cycles.set_xscale("log")
     for y, k in enumerate(rows[::-1]):
-        ax.text(101, y, f"{total[k]:.1f}", va="center", fontsize=7)
+        cycles.text(total[k], y, f" {total[k]:.1f}", va="center", fontsize=7)
+    cycles.set_xlim(right=float(total.max()) * 8 if total.max() > 0 else 10)
+    cycles.set_xlabel("stall cycles per issued instruction (log)")
+    shares.iloc[::-1].plot(kind="barh", stacked=True, ax=ax, colormap="tab20", width=0.8)
     ax.set_xlim(0, 100)
-    ax.set_xlabel("share of the stall cycles per issued instruction (%); the number: their total")
+    ax.set_xlabel("share of those cycles by reason (%)")
     ax.set_ylabel("")
     ax.set_title(f"Why warps wait, at {shape[0]}x{shape[1]}x{shape[2]}")
     ax.legend(fontsize=7, ncol=1, loc="upper left", bbox_to_anchor=(1.07, 1.0), frameon=False)
-    plt.setp(ax.get_yticklabels(), fontsize=8)
+    cycles.set_yticks(range(len(rows)), rows[::-1])
+    plt.setp(cycles.get_yticklabels(), fontsize=8)
     fig.tight_layout()
     return fig
 
 
 def memory_occupancy(ncu: pd.DataFrame, out: Path, *, order: list[str], shape) -> None:
     """Shared-memory bank conflicts (extra wavefronts per request) and achieved vs theoretical occupancy."""
+    _save_or_say(memory_figure(ncu, order=order, shape=shape), out,
+                 "bank conflicts / occupancy: no Nsight Compute metrics")
+
+
+def memory_figure(ncu: pd.DataFrame, *, order: list[str], shape):
+    """The figure of :func:`memory_occupancy` (None without metrics), for drawing or inspection."""
     table = _metric_table(ncu, shape)
     if table.empty:
-        placeholder(out, "bank conflicts / occupancy: no Nsight Compute metrics")
-        return
+        return None
     rows = [k for k in order if k in table.index]
-    t = table.loc[rows]
+    t = table.loc[rows[::-1]]  # (horizontal bars, the first stage at the top)
     sns.set_theme(style="whitegrid", context="notebook")
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 5))
+    # stages along y, so that every name reads whole; conflicts on a log axis (counts span 0 to 10^8)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 1.2 + 0.32 * len(rows)), sharey=True)
     conflicts = pd.DataFrame({"loads": t.get("smem_bank_conflicts_ld", 0.0), "stores": t.get("smem_bank_conflicts_st", 0.0)})
-    conflicts.plot(kind="bar", ax=a1, color=["#4c72b0", "#dd8452"])
-    a1.set_title("shared-memory bank conflicts (count)")
-    a1.set_xlabel("")
+    conflicts.plot(kind="barh", ax=a1, color=["#4c72b0", "#dd8452"], width=0.8)
+    a1.set_xscale("symlog", linthresh=1)
+    a1.set_xlim(0, max(10.0, float(conflicts.to_numpy().max()) * 3))
+    a1.set_title("shared-memory bank conflicts (count, log scale; 0 at the axis)")
+    a1.set_ylabel("")
     occ = pd.DataFrame({"achieved": t.get("achieved_occupancy_pct", 0.0),
                         "theoretical": t.get("theoretical_occupancy_pct", 0.0)})
-    occ.plot(kind="bar", ax=a2, color=["#55a868", "#c7c7c7"])
-    a2.set_ylim(0, 100)
+    occ.plot(kind="barh", ax=a2, color=["#55a868", "#c7c7c7"], width=0.8)
+    a2.set_xlim(0, max(100.0, float(occ.to_numpy().max()) * 1.05))
     a2.set_title("occupancy (% of the SM's warp slots)")
-    a2.set_xlabel("")
+    a2.set_ylabel("")
     for ax in (a1, a2):
-        plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
-    _save(fig, out)
+        ax.legend(loc="lower right", fontsize=9)
+        ax.tick_params(axis="y", labelsize=9)
+    fig.tight_layout()
+    return fig

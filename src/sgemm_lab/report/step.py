@@ -132,7 +132,7 @@ def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path 
     for csv, table, png in zip(sweeps, sweep_tables, heatmaps):  # the same order: both listed by swept stage
         spec = cfg.kernel(Path(csv).stem)
         figures[png] = lambda out, table=table, spec=spec: plots.sweep_heatmap(
-            table, out, kernel=spec.id, axes=spec.sweep_axes, title=f"{spec.id}: {spec.title}")
+            table, out, kernel=spec.id, axes=spec.sweep_axes, title=f"{spec.id}: {spec.title}", ladder=dict(spec.params))
     broken = [line for line in _draw_all(list(figures.items()), processes) if line]
     if broken:
         return StepStatus(status=FAILED, message=f"{len(broken)} of {len(figures)} figures not drawn ({broken[0]})")
