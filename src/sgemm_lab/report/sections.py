@@ -208,7 +208,7 @@ def _profile(run: _Run) -> list[str]:
                   if ceilings.get("tf32_tflops") else "")
         out.append(f"Measured ceilings of this GPU: FP32 FMA probe **{ceilings['fp32_tflops']:.1f} TFLOP/s**, "
                    f"{tensor}device-to-device copy **{ceilings['dram_gbps']:.0f} GB/s** (read + write).")
-    mt = model_table(cfg, run.ncu, hs, run.dispatch)
+    mt = model_table(cfg, run.ncu, hs, run.dispatch, run.builds)
     if mt:
         out += ["", f"Traffic model of the notes vs measurement at {shape_label(*hs)} (loads per element of C; "
                     "L2→SM = sectors the SMs read from L2 × 32 B; the FFMA column checks that each stage does "
@@ -278,8 +278,13 @@ def _stage(run: _Run, spec) -> list[str]:
         vals = [f"{label} {r[key] / 1e6:.3f} ms" if key == "duration" else
                 f"{label} {_num(r[key])}{'B' if 'bytes' in key else ''}"
                 for key, label in NCU_KEYS if key in r and r[key] == r[key]]
+        ach, theo = r.get("achieved_occupancy_pct", math.nan), r.get("theoretical_occupancy_pct", math.nan)
+        over = (" The achieved occupancy is above the theoretical one, as Nsight Compute reported both: it samples "
+                "the first and computes the second from the launch, and this run does not say why they part."
+                if ach == ach and theo == theo and ach > theo * 1.02 else "")
         out.append(f"Nsight Compute at {shape_label(*hs)}: " + "; ".join(vals)
-                   + f"; occupancy limited by {occupancy_limiter(r)}; top stalls (cycles/instruction): {top_stalls(r)}.")
+                   + f"; occupancy limited by {occupancy_limiter(r)}; top stalls (cycles/instruction): {top_stalls(r)}."
+                   + over)
     out.append("")
     if spec.id in run.epilogues and len(run.epilogues[spec.id]):
         out += ["", epilogue_table(run.epilogues[spec.id]), ""]

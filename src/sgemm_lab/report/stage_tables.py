@@ -161,9 +161,29 @@ def dispatched_at(cfg: LabConfig, spec, rows: pd.DataFrame | None, shape):
     return candidate_spec(resolved, entry["params"])
 
 
-def model_table(cfg: LabConfig, ncu: pd.DataFrame, shape, dispatch: pd.DataFrame | None = None) -> str | None:
+def _tuned(cfg: LabConfig, spec, builds: pd.DataFrame | None):
+    """An autotuned stage as its build resolved it (the sweep's pick, ``tuned_from`` and ``params`` of
+    its build row), or None where the build table does not say."""
+    from ..dispatch.autotune import resolve
+
+    if builds is None or builds.empty or not {"tuned_from", "params"} <= set(builds.columns):
+        return None
+    row = builds[(builds.kernel == spec.id) & (builds.get("status", "ok") == "ok")]
+    if row.empty or not isinstance(row.iloc[0].tuned_from, str):
+        return None
+    import ast
+
+    try:
+        params = ast.literal_eval(row.iloc[0].params)
+    except (ValueError, SyntaxError):
+        return None
+    return resolve(cfg, spec, {"tuned_from": row.iloc[0].tuned_from, "params": params})
+
+
+def model_table(cfg: LabConfig, ncu: pd.DataFrame, shape, dispatch: pd.DataFrame | None = None,
+                builds: pd.DataFrame | None = None) -> str | None:
     """The notes' traffic model next to what Nsight Compute measured, at ``shape`` (a dispatch stage:
-    the model of the candidate it runs there)."""
+    the model of the candidate it runs there; an autotuned one: of the tile its build picked)."""
     from ..config.geometry import unsupported_reason
     from ..config.model import traffic
     from ..config.records import Shape
@@ -172,8 +192,12 @@ def model_table(cfg: LabConfig, ncu: pd.DataFrame, shape, dispatch: pd.DataFrame
     sh = Shape(m=shape[0], n=shape[1], k=shape[2])
     rows = []
     for spec in cfg.kernels:
-        if spec.autotuned or spec.backend == "host":
+        if spec.backend == "host":
             continue
+        if spec.autotuned:
+            spec = _tuned(cfg, spec, builds)
+            if spec is None:
+                continue
         if not spec.dispatched and unsupported_reason(spec, sh):
             continue  # a stage that does not run this shape has no traffic there to predict
         target = dispatched_at(cfg, spec, dispatch, sh) if spec.dispatched else spec

@@ -381,9 +381,20 @@ def cpu_table(cfg: LabConfig, ok: pd.DataFrame) -> str | None:
         r = _at(ok, impl, (m, n, k))
         if r is None:
             continue
-        rows.append([f"`{impl}`", f"{r.tflops * 1e3:.1f}"] + [f"{r.tflops / ref.tflops:.1f}×" for ref in refs.values()])
-    return (f"At {shape_label(m, n, k)} (CPU stages are capped at {cfg.cpu.max_dim}); GFLOP/s and speed-up over each "
-            "CPU implementation:\n\n" + md_table(["stage", "GFLOP/s"] + [f"vs `{c}`" for c in refs], rows))
+        rows.append([f"`{impl}`", rate(r.tflops)] + [ratio(r.tflops / ref.tflops) for ref in refs.values()])
+    return (f"At {shape_label(m, n, k)} (CPU stages are capped at {cfg.cpu.max_dim}); throughput (as in the ladder: "
+            "TFLOP/s, GFLOP/s below 0.1 TFLOP/s) and speed-up over each CPU implementation:\n\n"
+            + md_table(["stage", "throughput"] + [f"vs `{c}`" for c in refs], rows))
+
+
+def rate(tflops: float) -> str:
+    """A throughput as the ladder writes it: TFLOP/s, or GFLOP/s below 0.1 TFLOP/s."""
+    return f"{tflops * 1e3:.2f} GFLOP/s" if tflops < 0.1 else f"{tflops:.2f} TFLOP/s"
+
+
+def ratio(x: float) -> str:
+    """A ratio with its leading digits whatever its size (0.013×, not 0.0×; 3065×)."""
+    return f"{x:,.0f}×" if x >= 100 else (f"{x:.2f}×" if x >= 0.1 else f"{x:.2g}×")
 
 
 def epilogue_table(df: pd.DataFrame) -> str:
