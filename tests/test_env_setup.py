@@ -4,6 +4,8 @@ before pip runs, and a virtual environment whose install fails is not left half-
 import os
 import subprocess
 import sys
+
+import pytest
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,3 +68,34 @@ def test_the_same_pins_again_skip_pip_and_a_changed_list_installs_again(tmp_path
     assert failed.returncode == 1 and not (tmp_path / ".venv" / "t" / ".installed-from").exists()
     (tmp_path / "req.txt").write_text("-r base.txt\n")
     assert "== installing req.txt" in _ensure_env(tmp_path, "t", "req.txt").stdout
+
+
+def test_the_conda_environment_holds_the_pipeline_pins_themselves():
+    """Snakemake builds the conda environment from a copy of env/conda.yaml in its own folder, where a
+    `-r pipeline.txt` would find nothing: the pins are written out, and they are pipeline.txt's."""
+    import yaml
+
+    env = yaml.safe_load((ROOT / "env" / "conda.yaml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    pins = [line.strip() for line in (ROOT / "env" / "pipeline.txt").read_text().splitlines()
+            if line.strip() and not line.startswith("#")]
+    assert pip == pins and not any(p.startswith("-r") for p in pip)
+    assert "python=3.12" in env["dependencies"]
+
+
+def test_a_wheel_of_the_package_carries_what_it_reads_beside_itself(tmp_path):
+    """The schema, the base config and the kernels go into the wheel (share/sgemm-lab), where
+    sgemm_lab.config.records finds them once the package is installed without its checkout."""
+    import zipfile
+
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0 and "bdist_wheel" not in proc.stderr and "Could not" in proc.stderr:
+        pytest.skip("no build backend reachable to build a wheel here")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (wheel,) = tmp_path.glob("sgemm_lab-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    share = next(n.split("share/sgemm-lab/")[0] for n in names if "share/sgemm-lab/" in n) + "share/sgemm-lab/"
+    assert share + "workflow/schemas/config.schema.yaml" in names and share + "config/config.yaml" in names
+    kernels = {p.name for p in (ROOT / "kernels").iterdir() if p.suffix in (".cu", ".cuh", ".c")}
+    assert {n.rsplit("/", 1)[1] for n in names if n.startswith(share + "kernels/")} == kernels

@@ -15,7 +15,19 @@ from typing import Any, Mapping
 
 from ..errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[3]
+def _lab_root() -> Path:
+    """The checkout this package runs from; or, installed from a wheel, the lab's files the wheel carries
+    under ``sys.prefix/share/sgemm-lab`` (the schema, the base config and the kernels; pyproject.toml)."""
+    import sys
+
+    here = Path(__file__).resolve().parents[3]
+    if (here / "workflow" / "schemas" / "config.schema.yaml").is_file():
+        return here
+    shared = Path(sys.prefix) / "share" / "sgemm-lab"
+    return shared if (shared / "workflow" / "schemas" / "config.schema.yaml").is_file() else here
+
+
+ROOT = _lab_root()
 # the kernel sources; SGEMM_LAB_KERNELS points elsewhere (e.g. a directory of experimental stages)
 KERNEL_DIR = Path(os.environ.get("SGEMM_LAB_KERNELS") or ROOT / "kernels")
 BASELINES = ("cublas", "cublas_tf32", "numpy")
