@@ -64,7 +64,7 @@ def test_the_committed_reference_answers_on_its_first_screen():
 
 
 def test_a_point_is_unsteady_by_its_spread_or_by_its_clock_drop():
-    from sgemm_lab.report.tables import UNSTEADY_MARK, mark, unsteady, unsteady_note
+    from sgemm_lab.report.numbers import UNSTEADY_MARK, mark, unsteady, unsteady_note
 
     steady = {"median_ms": 1.0, "iqr_ms": 0.05, "sm_clock_before_mhz": 1980, "sm_clock_after_mhz": 1900}
     assert not unsteady(steady) and mark(steady, None) == ""
@@ -76,7 +76,7 @@ def test_a_point_is_unsteady_by_its_spread_or_by_its_clock_drop():
 
 def test_the_reference_marks_its_unsteady_points_where_it_shows_them():
     bench = pd.read_csv(ROOT / "reports" / "h100" / "bench.csv")
-    from sgemm_lab.report.tables import UNSTEADY_MARK, unsteady
+    from sgemm_lab.report.numbers import UNSTEADY_MARK, unsteady
 
     ok = bench[bench.status == "ok"]
     shaky = ok[pd.Series([unsteady(r) for _, r in ok.iterrows()], index=ok.index, dtype=bool)]

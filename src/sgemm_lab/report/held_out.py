@@ -10,7 +10,8 @@ import pandas as pd
 
 from ..config.records import LabConfig
 from .markdown import md_table
-from .tables import _over_suite, _suite_point, fp32_accurate_stages, geomean, mark, shape_label, unsteady_note
+from .numbers import mark, unsteady_note
+from .tables import _over_suite, _suite_point, fp32_accurate_stages, geomean, shape_label
 
 RULE_WITHIN = 1.05  # a rule's choice within 5% of the fastest candidate's time counts as a good choice
 

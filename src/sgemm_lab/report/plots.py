@@ -12,7 +12,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from .tables import UNSTEADY_MARK, mark, shape_label, unsteady  # noqa: E402
+from .numbers import UNSTEADY_MARK, mark, unsteady  # noqa: E402
+from .tables import shape_label  # noqa: E402
 
 
 def _save(fig, out: Path) -> None:

@@ -21,7 +21,8 @@ from .stage_tables import (NCU_KEYS, _num, dispatch_table, eval_list, model_tabl
                            occupancy_limiter, sweep_summary, top_stalls)
 from .tables import (_at, _fmt, accuracy_table, check_status, cpu_table, epilogue_table, fp32_accurate_table,
                      headline_shape, headline_table, ladder_table, sanitize_table, sass_table, shape_label,
-                     suite_table, unsteady_note)
+                     suite_table)
+from .numbers import unsteady_note
 
 @dataclass(frozen=True, kw_only=True)
 class _Run:

@@ -19,7 +19,8 @@ import pandas as pd
 from ..config.records import LabConfig, Shape
 from ..config.shape_classes import CLASSES, classes_of
 from .markdown import md_table
-from .tables import UNSTEADY_NOTE, _at, fp32_accurate_stages, geomean, shape_label, unsteady
+from .numbers import UNSTEADY_NOTE, unsteady
+from .tables import _at, fp32_accurate_stages, geomean, shape_label
 
 CLASS_NAMES = {"long_k": "small output, long K", "skinny": "skinny (GEMV-like)", "short_k": "short K",
                "odd": "odd sizes", "tall_skinny": "tall-skinny", "square": "large squares"}

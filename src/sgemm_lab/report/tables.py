@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..config.records import BASELINES, GPU_BASELINES, LabConfig
 from .markdown import md_table, md_text
+from .numbers import mark, rate, ratio, unsteady_note
 
 BASELINE_TITLES = {"cublas": "cuBLAS SGEMM (strict FP32)", "cublas_tf32": "cuBLAS SGEMM (TF32 tensor-op math)",
                    "numpy": "NumPy float32 matmul (CPU BLAS)"}
@@ -311,39 +312,6 @@ def headline_shape(cfg: LabConfig, ok: pd.DataFrame) -> tuple[int, int, int] | N
     return (int(r.m), int(r.n), int(r.k))
 
 
-UNSTEADY_IQR = 0.10    # quartiles more than 10% of the median apart
-UNSTEADY_CLOCK = 0.90  # or the SM clock after the timed launches below 90% of where it was before them
-UNSTEADY_MARK = "†"
-UNSTEADY_NOTE = (f"{UNSTEADY_MARK} unsteady: the point's quartiles are more than {UNSTEADY_IQR:.0%} of its median "
-                 f"apart, or the SM clock fell below {UNSTEADY_CLOCK:.0%} of its starting value while it was timed "
-                 "(the median is shown; `bench.csv` has the quartiles and clocks).")
-
-
-def unsteady(*rows) -> bool:
-    """Whether any of the bench ``rows`` is an unsteady measurement (see UNSTEADY_NOTE)."""
-    for row in rows:
-        if row is None:
-            continue
-        iqr, median = row.get("iqr_ms", math.nan), row.get("median_ms", math.nan)
-        if median and iqr == iqr and median == median and iqr / median > UNSTEADY_IQR:
-            return True
-        before, after = row.get("sm_clock_before_mhz", math.nan), row.get("sm_clock_after_mhz", math.nan)
-        if before == before and after == after and before and after < UNSTEADY_CLOCK * before:
-            return True
-    return False
-
-
-def unsteady_note(rows_or_text) -> list[str]:
-    """The legend of the unsteady mark, as lines to put under a table that shows one (else none)."""
-    text = rows_or_text if isinstance(rows_or_text, str) else str(rows_or_text)
-    return ["", UNSTEADY_NOTE] if UNSTEADY_MARK in text else []
-
-
-def mark(*rows) -> str:
-    """The unsteady mark for a number read from ``rows``, or nothing."""
-    return UNSTEADY_MARK if unsteady(*rows) else ""
-
-
 def _at(df: pd.DataFrame, impl: str, shape) -> pd.Series | None:
     m, n, k = shape
     r = df[(df.kernel == impl) & (df.m == m) & (df.n == n) & (df.k == k)]
@@ -386,15 +354,6 @@ def cpu_table(cfg: LabConfig, ok: pd.DataFrame) -> str | None:
             "TFLOP/s, GFLOP/s below 0.1 TFLOP/s) and speed-up over each CPU implementation:\n\n"
             + md_table(["stage", "throughput"] + [f"vs `{c}`" for c in refs], rows))
 
-
-def rate(tflops: float) -> str:
-    """A throughput as the ladder writes it: TFLOP/s, or GFLOP/s below 0.1 TFLOP/s."""
-    return f"{tflops * 1e3:.2f} GFLOP/s" if tflops < 0.1 else f"{tflops:.2f} TFLOP/s"
-
-
-def ratio(x: float) -> str:
-    """A ratio with its leading digits whatever its size (0.013×, not 0.0×; 3065×)."""
-    return f"{x:,.0f}×" if x >= 100 else (f"{x:.2f}×" if x >= 0.1 else f"{x:.2g}×")
 
 
 def epilogue_table(df: pd.DataFrame) -> str:
