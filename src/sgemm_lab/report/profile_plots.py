@@ -137,7 +137,7 @@ def stall_figure(ncu: pd.DataFrame, *, order: list[str], shape):
     total = data.sum(axis=1)
     shares = data.div(total.where(total > 0, 1.0), axis=0) * 100.0
     sns.set_theme(style="whitegrid", context="notebook")
-    # left: the stall cycles per issued instruction themselves (a log axis: 01_naive's hundreds beside
+    # left: the stall cycles per issued instruction themselves (a log axis: the naive stage's hundreds beside
     # cuBLAS's two); right: how they divide among the reasons
     fig, (cycles, ax) = plt.subplots(1, 2, figsize=(13, 1.2 + 0.32 * len(rows)), sharey=True,
                                      gridspec_kw={"width_ratios": [1, 3]})
