@@ -122,11 +122,26 @@ def test_roofline_draws_the_tensor_roof_where_it_was_measured_legend_outside():
     legend_entries = [t.get_text() for t in ax.get_legend().get_texts()]
     assert len(legend_entries) <= 6  # the roofs and the precision classes, not one entry a stage
     renderer = fig.canvas.get_renderer()
-    labels = [Text.get_window_extent(t, renderer) for t in ax.texts]
-    assert len(labels) >= 10 and not any(_overlap(a, b) for i, a in enumerate(labels) for b in labels[i + 1:])
+    # every point labelled once, on the axes or, where points crowd, in the zoomed inset; no two labels
+    # of one axes overlap, and the inset covers no point of the axes it sits on
+    insets = ax.child_axes
+    texts = [t.get_text() for a in (ax, *insets) for t in a.texts]
+    assert len(texts) == len(set(texts)) >= 10
+    for a in (ax, *insets):
+        boxes = [Text.get_window_extent(t, renderer) for t in a.texts]
+        assert not any(_overlap(p, q) for i, p in enumerate(boxes) for q in boxes[i + 1:])
+    if insets:
+        (inset,) = insets
+        frame = inset.get_window_extent(renderer)
+        outside = {t.get_text() for t in ax.texts}
+        for coll in ax.collections:
+            for x, y in ax.transData.transform(coll.get_offsets()):
+                inside = frame.x0 <= x <= frame.x1 and frame.y0 <= y <= frame.y1
+                assert not inside, "the inset covers a point drawn on the axes"
+        assert outside.isdisjoint(t.get_text() for t in inset.texts)
     share = fig.axes[1]  # each stage's share of its roof: one bar a stage, none past the roof's 100%
     widths = [b.get_width() for b in share.patches]
-    assert len(widths) == len(ax.texts) and all(0 < w <= 100 for w in widths)
+    assert len(widths) == len(texts) and all(0 < w <= 100 for w in widths)
     assert isinstance(profile_plots.roofline_figure(bench, ncu, {}, order=list(cfg.implementations), shape=shape), str)
 
 

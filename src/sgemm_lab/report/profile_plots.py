@@ -92,7 +92,11 @@ def roofline_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, o
                  "this GPU; tensor-core stages run above it)", fontsize=10)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)  # outside the data
     if len(pts):
-        _place_labels(fig, ax, pts.assign(kernel=pts.label), x="intensity", y="tflops")
+        crowded = _crowded(fig, ax, pts)
+        _place_labels(fig, ax, pts[~crowded].assign(kernel=pts.label[~crowded]), x="intensity", y="tflops")
+        if crowded.sum() > 1:
+            _zoom(fig, ax, pts[crowded], pts[~crowded], colours, roofs=[(peak, "-", 2), *(
+                [(tensor, "--", 1.5), (tensor / 3, ":", 1)] if tensor else [])], bw=bw)
     # each stage's share of the roof that applies to it: the reading a crowded corner of the roofline hides
     order_bars = pts.iloc[::-1]
     bars.barh(order_bars.kernel, 100 * order_bars.of_roof, color=[colours[c] for c in order_bars.precision])
@@ -105,6 +109,52 @@ def roofline_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, o
     bars.set_title("Share of the roof", fontsize=10)
     bars.tick_params(axis="y", labelsize=8)
     return fig
+
+
+CROWD_PX = 22.0  # points closer than this (pixels) to another are labelled in the zoomed inset
+
+
+def _crowded(fig, ax, pts: pd.DataFrame) -> pd.Series:
+    """Which points have another within CROWD_PX pixels where the axes draw them."""
+    fig.canvas.draw()
+    xy = ax.transData.transform(pts[["intensity", "tflops"]].to_numpy(dtype=float))
+    near = [(np.hypot(*(xy - p).T) < CROWD_PX).sum() > 1 for p in xy]
+    return pd.Series(near, index=pts.index, dtype=bool)
+
+
+def _zoom(fig, ax, crowded: pd.DataFrame, others: pd.DataFrame, colours: dict, *, roofs, bw: float) -> None:
+    """The crowded points again, in an inset that spreads them out, each labelled there; the inset goes
+    where no other point is drawn (lower right, else upper left), and its frame is marked on the axes."""
+    lx, ly = np.log10(crowded.intensity.to_numpy(dtype=float)), np.log10(crowded.tflops.to_numpy(dtype=float))
+    pad_x, pad_y = max(0.08, 0.3 * np.ptp(lx)), max(0.08, 0.3 * np.ptp(ly))
+    x0, x1, y0, y1 = 10 ** (lx.min() - pad_x), 10 ** (lx.max() + pad_x), 10 ** (ly.min() - pad_y), 10 ** (ly.max() + pad_y)
+    fig.canvas.draw()
+    to_axes = ax.transData + ax.transAxes.inverted()
+    elsewhere = to_axes.transform(others[["intensity", "tflops"]].to_numpy(dtype=float)) if len(others) else np.empty((0, 2))
+    for bounds in ([0.6, 0.03, 0.38, 0.44], [0.03, 0.53, 0.38, 0.44]):
+        bx, by, bwid, bh = bounds
+        if not any(bx <= u <= bx + bwid and by <= v <= by + bh for u, v in elsewhere):
+            break
+    ins = ax.inset_axes(bounds)
+    xs = np.logspace(np.log10(x0), np.log10(x1), 50)
+    for roof, style, width in roofs:
+        ins.plot(xs, np.minimum(roof, xs * bw), color="black", linestyle=style, linewidth=width)
+    from matplotlib.ticker import NullFormatter
+
+    markers = {"fp32": "o", "tf32": "X", "3xtf32": "s"}  # (seaborn's first three styles, as on the axes)
+    for cls, part in crowded.groupby("precision"):
+        ins.scatter(part.intensity, part.tflops, color=colours[cls], marker=markers.get(cls, "o"), s=30, zorder=3)
+    ins.set_xscale("log")
+    ins.set_yscale("log")
+    ins.set_xlim(x0, x1)
+    ins.set_ylim(y0, y1)
+    for axis in (ins.xaxis, ins.yaxis):
+        axis.set_minor_formatter(NullFormatter())
+    ins.tick_params(which="both", labelsize=6)
+    ins.set_facecolor("white")
+    ins.set_title("zoomed: the crowded points", fontsize=7)
+    _place_labels(fig, ins, crowded.assign(kernel=crowded.label), x="intensity", y="tflops")
+    ax.indicate_inset_zoom(ins, edgecolor="0.4")
 
 
 def _short_labels(impls: list[str]) -> list[str]:
