@@ -90,8 +90,9 @@ def test_a_wheel_of_the_package_carries_what_it_reads_beside_itself(tmp_path):
 
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
                           capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0 and "bdist_wheel" not in proc.stderr and "Could not" in proc.stderr:
-        pytest.skip("no build backend reachable to build a wheel here")
+    offline = ("Could not find a version", "No matching distribution", "nstalling build dependencies")
+    if proc.returncode != 0 and any(s in proc.stderr for s in offline):
+        pytest.skip("no build backend reachable to build a wheel here (pip fetches setuptools to build)")
     assert proc.returncode == 0, proc.stderr[-2000:]
     (wheel,) = tmp_path.glob("sgemm_lab-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
