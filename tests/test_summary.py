@@ -8,7 +8,8 @@ import pandas as pd
 from conftest import ROOT
 
 from sgemm_lab.config.records import Shape
-from sgemm_lab.report.summary import _anchor, _cell, contents, pick
+from sgemm_lab.report.markdown import anchor
+from sgemm_lab.report.summary import _cell, contents, pick
 
 A, B, C = Shape(m=100, n=200, k=300), Shape(m=400, n=500, k=600), Shape(m=700, n=800, k=900)
 
@@ -47,7 +48,7 @@ def test_the_contents_link_every_second_level_heading():
     lines = ["# Title", "## Summary: which stage", "text", "## At 4096³", "### not listed", "## Where the time goes (Nsight)"]
     (toc, _) = contents(lines)
     assert re.findall(r"\]\(#([^)]+)\)", toc) == ["summary-which-stage", "at-4096³", "where-the-time-goes-nsight"]
-    assert _anchor("Appendix: every stage") == "appendix-every-stage"
+    assert anchor("Appendix: every stage") == "appendix-every-stage"
 
 
 def test_the_committed_reference_answers_on_its_first_screen():

@@ -79,7 +79,6 @@ def pairwise(a: pd.DataFrame, b: pd.DataFrame, *, run_a: str, run_b: str) -> pd.
     if m.empty:
         return pd.DataFrame(columns=COLUMNS)
     m["run_a"], m["run_b"] = run_a, run_b
-    m["commit_a"], m["commit_b"] = m.commit_a, m.commit_b
     # the same implementation built from other source in the two runs: its speed-up is partly the code's
     m["code_differs"] = (m.source_a != m.source_b) & (m.source_a != "") & (m.source_b != "")
     m["speedup"] = m.median_ms_a / m.median_ms_b
@@ -104,6 +103,11 @@ def pairwise(a: pd.DataFrame, b: pd.DataFrame, *, run_a: str, run_b: str) -> pd.
     m.loc[lib_rows, ["vs_cublas", "vs_cublas_low", "vs_cublas_high"]] = float("nan")
     m.loc[lib_rows, "verdict_vs_cublas"] = ""
     return m[COLUMNS]
+
+
+def _commits(column: pd.Series) -> str:
+    """The commits a run's rows name, short, joined by "/" (one, as a run has; empty where none)."""
+    return "/".join(sorted(set(column.astype(str)) - {"", "nan"}))
 
 
 def _verdicts(low, high) -> list[str]:
@@ -141,9 +145,8 @@ def markdown(df: pd.DataFrame, *, order: list[str], shape=None) -> str:
         return "## Comparing runs\n\nNo implementation was timed and verified at the same shape in both runs.\n"
     run_a, run_b = df.run_a.iloc[0], df.run_b.iloc[0]
     counts = df.verdict.value_counts()
-    commits = lambda c: "/".join(sorted(set(df[c].astype(str)) - {"", "nan"})) or "?"  # noqa: E731
-    ca, cb = commits("commit_a"), commits("commit_b")
-    changed = sorted(set(df.kernel[df.code_differs.astype(bool)]))
+    ca, cb = _commits(df.commit_a) or "?", _commits(df.commit_b) or "?"
+    changed = sorted(set(df.kernel[df.code_differs.astype(bool)]))  # (marked ‡ in both tables below)
     same_gpu = df.gpu_a.iloc[0] == df.gpu_b.iloc[0]
     if ca == cb:
         code = [f"Both runs are of commit `{ca}`: every difference below is the GPU's and the run's, not the code's."
@@ -180,7 +183,6 @@ def markdown(df: pd.DataFrame, *, order: list[str], shape=None) -> str:
     summary = across_shapes(df, order=order)
     rows = ["| implementation | shapes | speed-up (geometric mean) | smallest–largest | faster / slower / within noise "
             "| unsteady | vs cuBLAS (geometric mean) |", "| :--- | ---: | ---: | ---: | :--- | ---: | ---: |"]
-    changed = set(df.kernel[df.code_differs.astype(bool)])
     for r in summary.itertuples():
         vs = "" if r.vs_cublas != r.vs_cublas else f"{r.vs_cublas:.3f}"
         rows.append(f"| `{r.kernel}`{' ‡' if r.kernel in changed else ''} | {r.shapes} | **{r.geomean:.3f}×** | {r.low:.3f}–{r.high:.3f} | "
@@ -298,8 +300,8 @@ def run(*, runs: list[str], benches: list[Path], out_md: Path, out_csv: Path, ou
     text = "\n".join(pages)
     # the later runs against the first, in the order of the page's own lines ("Run B against run A")
     def at(frame) -> str:
-        c = sorted(set(frame["git_commit"].astype(str).str[:7]) - {"nan", ""}) if "git_commit" in frame else []
-        return f" (at {'/'.join(c)})" if c else ""
+        c = _commits(frame["git_commit"].astype(str).str[:7]) if "git_commit" in frame else ""
+        return f" (at {c})" if c else ""
 
     title = ", ".join(f"{r}{at(f)}" for r, f in zip(runs[1:], frames[1:])) + f" against {runs[0]}{at(frames[0])}"
     io.write_text(out_md, f"# {title}\n\n{text}\n![speed-ups]({out_png.name})\n")

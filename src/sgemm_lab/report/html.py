@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import re
 
-from .summary import _anchor
+from .markdown import anchor
 
 _CODE = re.compile(r"`([^`]+)`")
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
@@ -68,7 +68,7 @@ def fragment(markdown: str) -> str:
         elif m := re.match(r"^(#{1,6}) (.*)$", line):
             flush()
             level, title = len(m[1]), m[2].strip()
-            out.append(f'<h{level} id="{html.escape(_anchor(title))}">{_inline(title)}</h{level}>')
+            out.append(f'<h{level} id="{html.escape(anchor(title))}">{_inline(title)}</h{level}>')
             i += 1
         elif line.startswith("|") and i + 1 < len(lines) and re.match(r"^\|\s*:?-", lines[i + 1]):
             flush()

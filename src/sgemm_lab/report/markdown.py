@@ -3,6 +3,8 @@ them."""
 
 from __future__ import annotations
 
+import re
+
 
 def md_text(value) -> str:
     """Text from a result file (a reason, a message) as it may stand in a markdown table cell: one line,
@@ -20,3 +22,8 @@ def md_table(header: list[str], rows: list[list[str]], align: str | None = None)
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def anchor(title: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")

@@ -43,6 +43,6 @@ def rate(tflops: float) -> str:
     return f"{tflops * 1e3:.2f} GFLOP/s" if tflops < 0.1 else f"{tflops:.2f} TFLOP/s"
 
 
-def ratio(x: float) -> str:
+def ratio_text(x: float) -> str:
     """A ratio with its leading digits whatever its size (0.013×, not 0.0×; 3065×)."""
     return f"{x:,.0f}×" if x >= 100 else (f"{x:.2f}×" if x >= 0.1 else f"{x:.2g}×")

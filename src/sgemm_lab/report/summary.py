@@ -12,13 +12,12 @@ number is read from the bench and check rows the rest of the report reads.
 from __future__ import annotations
 
 import math
-import re
 
 import pandas as pd
 
 from ..config.records import LabConfig, Shape
 from ..config.shape_classes import CLASSES, classes_of
-from .markdown import md_table
+from .markdown import anchor, md_table
 from .numbers import UNSTEADY_NOTE, unsteady
 from .tables import _at, fp32_accurate_stages, geomean, shape_label
 
@@ -141,14 +140,9 @@ def summary_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | Non
             md_table(["class", "shapes", "strict FP32", "FP32-accurate", "TF32", "caveats"], rows, align="lrllll"), ""]
 
 
-def _anchor(title: str) -> str:
-    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens."""
-    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
-
-
 def contents(lines: list[str]) -> list[str]:
     """A table of contents of the second-level headings in ``lines``."""
     heads = [line[3:].strip() for line in lines if line.startswith("## ")]
     if not heads:
         return []
-    return ["**Contents:** " + " · ".join(f"[{h}](#{_anchor(h)})" for h in heads), ""]
+    return ["**Contents:** " + " · ".join(f"[{h}](#{anchor(h)})" for h in heads), ""]

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..config.records import BASELINES, GPU_BASELINES, LabConfig
 from .markdown import md_table, md_text
-from .numbers import mark, rate, ratio, unsteady_note
+from .numbers import mark, rate, ratio_text, unsteady_note
 
 BASELINE_TITLES = {"cublas": "cuBLAS SGEMM (strict FP32)", "cublas_tf32": "cuBLAS SGEMM (TF32 tensor-op math)",
                    "numpy": "NumPy float32 matmul (CPU BLAS)"}
@@ -286,7 +286,7 @@ def ladder_table(cfg: LabConfig, bench: pd.DataFrame, checks: pd.DataFrame, outc
             elif r["status"] not in ("ok", "failed"):  # error, timeout, crashed: listed under failures
                 cells.append(f"**{r['status']}**")
             elif r["tflops"] < 0.1:  # CPU stages: GFLOP/s reads better
-                cells.append(f"{r['tflops'] * 1e3:.2f} GFLOP/s")
+                cells.append(rate(r["tflops"]))
             elif impl == "cublas":
                 cells.append(f"{r['tflops']:.2f}{mark(r)}")
             else:
@@ -349,7 +349,7 @@ def cpu_table(cfg: LabConfig, ok: pd.DataFrame) -> str | None:
         r = _at(ok, impl, (m, n, k))
         if r is None:
             continue
-        rows.append([f"`{impl}`", rate(r.tflops)] + [ratio(r.tflops / ref.tflops) for ref in refs.values()])
+        rows.append([f"`{impl}`", rate(r.tflops)] + [ratio_text(r.tflops / ref.tflops) for ref in refs.values()])
     return (f"At {shape_label(m, n, k)} (CPU stages are capped at {cfg.cpu.max_dim}); throughput (as in the ladder: "
             "TFLOP/s, GFLOP/s below 0.1 TFLOP/s) and speed-up over each CPU implementation:\n\n"
             + md_table(["stage", "throughput"] + [f"vs `{c}`" for c in refs], rows))
