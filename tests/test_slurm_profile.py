@@ -84,6 +84,16 @@ def test_a_site_profile_changes_the_site_lines_only():
     assert PROFILE == yaml.safe_load((ROOT / "workflow" / "profiles" / "slurm" / "config.yaml").read_text())
 
 
+def test_the_difference_a_site_profile_makes_names_each_changed_line_and_only_those():
+    out = site_profile.site(PROFILE, account="proj7", gpu_partition="a100q", untyped_gpus=True)
+    lines = site_profile.difference(out, PROFILE)
+    assert "+ default-resources.slurm_account: proj7" in lines
+    assert "~ set-resources.bench_gpu.slurm_partition: gpu -> a100q" in lines
+    assert "- set-resources.bench_gpu.gpu_model: h100" in lines
+    assert not any("cpus_per_task" in line or "runtime" in line for line in lines)
+    assert site_profile.difference(PROFILE, PROFILE) == []
+
+
 def test_the_gpu_request_reaches_sbatch_as_the_executor_writes_it():
     """The executor's own GRES/GPU string for every rule of the profile that asks for a GPU."""
     utils = pytest.importorskip("snakemake_executor_plugin_slurm.utils")

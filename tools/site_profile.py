@@ -6,6 +6,7 @@ with its SITE lines changed and nothing else.
     python tools/site_profile.py OUT_DIR [--cpu-partition P] [--gpu-partition P] [--account A | --no-account]
                                  [--qos Q] [--gpu-model M | --untyped-gpus] [--status-command sacct|squeue]
                                  [--set KEY=VALUE ...]
+    python tools/site_profile.py --diff DIR     # what DIR/config.yaml changes of the shipped profile
 
 OUT_DIR/config.yaml is written (a folder Snakemake takes as --workflow-profile). --untyped-gpus drops
 the GPU model (a node whose GRES has no type: Gres=gpu:1); --set adds top-level profile settings
@@ -61,9 +62,35 @@ def site(profile: dict, *, cpu_partition: str | None = None, gpu_partition: str 
     return out
 
 
+def _flat(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def difference(profile: dict, shipped: dict) -> list[str]:
+    """One line per setting that ``profile`` adds to, changes in or drops from ``shipped``, by its path
+    (``set-resources.bench_gpu.slurm_partition``)."""
+    mine, theirs = _flat(profile), _flat(shipped)
+    lines = []
+    for key in sorted(set(mine) | set(theirs)):
+        if key not in theirs:
+            lines.append(f"+ {key}: {mine[key]}")
+        elif key not in mine:
+            lines.append(f"- {key}: {theirs[key]}")
+        elif mine[key] != theirs[key]:
+            lines.append(f"~ {key}: {theirs[key]} -> {mine[key]}")
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out_dir", type=Path)
+    ap.add_argument("--diff", action="store_true", help="print what OUT_DIR/config.yaml changes; write nothing")
     ap.add_argument("--cpu-partition")
     ap.add_argument("--gpu-partition")
     who = ap.add_mutually_exclusive_group()
@@ -76,6 +103,13 @@ def main() -> int:
     ap.add_argument("--status-command", choices=["sacct", "squeue"])
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args()
+    if args.diff:
+        path = args.out_dir / "config.yaml"
+        if not path.is_file():
+            raise FileNotFoundError(f"no profile at {path}")
+        lines = difference(yaml.safe_load(path.read_text()), yaml.safe_load(PROFILE.read_text()))
+        print("\n".join(lines) if lines else "(the shipped profile, unchanged)")
+        return 0
     if any("=" not in s for s in args.set):
         raise ValueError("--set takes KEY=VALUE")
     settings = {k: yaml.safe_load(v) for k, v in (s.split("=", 1) for s in args.set)}
