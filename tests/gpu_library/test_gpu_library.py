@@ -1,0 +1,116 @@
+"""sgemm_lab.library.matmul on the GPU, on CuPy arrays and PyTorch tensors: the result against float64,
+held to the stage's class limit with cuBLAS's own error on the same inputs (``measure.verify.limit_for``),
+for the stage the committed run's tables choose in each race and for alpha/beta variants, with the output
+poisoned (NaN) where beta = 0. By hand on a GPU host (the CPU suite does not collect this folder):
+
+    python -m pytest tests/gpu_library
+"""
+
+import numpy as np
+import pytest
+
+from sgemm_lab.config.load import load
+from sgemm_lab.config.records import ROOT, Shape
+from sgemm_lab.library import DEFAULT_RUN, choose, matmul
+from sgemm_lab.measure.verify import limit_for
+
+SHAPES = [(257, 131, 67), (10, 4096, 1515), (4096, 12, 1000), (1024, 1024, 1024), (333, 777, 2049)]
+VARIANTS = [(1.0, 0.0), (0.75, 1.5), (0.0, 2.0)]  # (alpha, beta); beta = 0 writes into a NaN-filled c
+
+
+def _libraries():
+    out = []
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            out.append("cupy")
+    except Exception:  # noqa: BLE001 - absent or without a GPU: its cases are skipped
+        pass
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            out.append("torch")
+    except Exception:  # noqa: BLE001
+        pass
+    return out
+
+
+LIBS = _libraries()
+
+
+class Lib:
+    """The few calls a test needs, the same for CuPy and PyTorch."""
+
+    def __init__(self, name):
+        self.name = name
+        if name == "cupy":
+            import cupy
+
+            self.to_gpu = lambda x: cupy.asarray(x)
+            self.to_host = lambda x: cupy.asnumpy(x)
+            self.matmul = lambda a, b: a @ b
+            self.sync = lambda: cupy.cuda.runtime.deviceSynchronize()
+        else:
+            import torch
+
+            torch.backends.cuda.matmul.allow_tf32 = False  # cuBLAS strict FP32, the baseline
+            self.to_gpu = lambda x: torch.from_numpy(x).cuda()
+            self.to_host = lambda x: x.cpu().numpy()
+            self.matmul = lambda a, b: a @ b
+            self.sync = torch.cuda.synchronize
+
+
+def _rel(out: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.linalg.norm(out.astype(np.float64) - ref) / max(np.linalg.norm(ref), 1e-300))
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load(ROOT / "config" / "config.yaml")
+
+
+@pytest.mark.skipif(not LIBS, reason="neither CuPy nor PyTorch sees a GPU here")
+@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize("race", ["fp32", "fp32_accurate"])
+@pytest.mark.parametrize("mnk", SHAPES)
+def test_matmul_matches_float64_within_the_stage_class_limit(cfg, lib, race, mnk):
+    m, n, k = mnk
+    L = Lib(lib)
+    rng = np.random.default_rng(hash((lib, race, mnk)) % 2**32)
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    stage = choose(cfg, DEFAULT_RUN, Shape(m=m, n=n, k=k), race)
+    precision = cfg.kernel(stage).precision
+    ga, gb = L.to_gpu(a), L.to_gpu(b)
+    for alpha, beta in VARIANTS:
+        c0 = rng.uniform(-1, 1, (m, n)).astype(np.float32)
+        ref = alpha * (a.astype(np.float64) @ b.astype(np.float64)) + beta * c0.astype(np.float64)
+        # cuBLAS strict FP32 on the same inputs: its error sets the FP32 class's limit
+        cublas = alpha * L.to_host(L.matmul(ga, gb)).astype(np.float64) + beta * c0
+        limit = limit_for(precision, k, cfg.check, _rel(cublas, ref))
+        gc = L.to_gpu(np.full((m, n), np.nan, np.float32) if beta == 0 else c0)
+        out = matmul(ga, gb, gc, alpha=alpha, beta=beta, race=race)
+        L.sync()
+        got = L.to_host(out)
+        assert out is gc
+        assert np.isfinite(got).all(), f"{stage} {mnk} alpha={alpha} beta={beta}: NaN/Inf in the output"
+        err = _rel(got, ref)
+        assert err < limit, f"{stage} {mnk} alpha={alpha} beta={beta}: error {err:.3g} >= limit {limit:.3g}"
+
+
+@pytest.mark.skipif(not LIBS, reason="neither CuPy nor PyTorch sees a GPU here")
+@pytest.mark.parametrize("lib", LIBS)
+def test_without_c_a_new_array_of_the_inputs_kind_is_returned(cfg, lib):
+    L = Lib(lib)
+    rng = np.random.default_rng(7)
+    a = rng.uniform(-1, 1, (300, 200)).astype(np.float32)
+    b = rng.uniform(-1, 1, (200, 100)).astype(np.float32)
+    ga, gb = L.to_gpu(a), L.to_gpu(b)
+    out = matmul(ga, gb, stage="11_general")
+    L.sync()
+    assert type(out) is type(ga) and tuple(out.shape) == (300, 100)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    limit = limit_for("fp32", 200, cfg.check, _rel(L.to_host(L.matmul(ga, gb)), ref))
+    assert _rel(L.to_host(out), ref) < limit

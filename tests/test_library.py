@@ -1,0 +1,85 @@
+"""sgemm_lab.library without a GPU: what it accepts as a matrix, and which stage a committed run's tables
+give a shape (the GPU half, the product itself against cuBLAS, is tests/gpu_library)."""
+
+import pytest
+from conftest import ROOT
+
+from sgemm_lab.config.geometry import unsupported_reason
+from sgemm_lab.config.load import load
+from sgemm_lab.config.records import Shape
+from sgemm_lab.errors import LabError
+from sgemm_lab.library import RACES, choose, matmul, offered, operand, ranking, resolved
+
+RUN = ROOT / "reports" / "h100"
+
+
+class Fake:
+    """An object with a CUDA array interface and no memory behind it (nothing here dereferences it)."""
+
+    def __init__(self, shape, typestr="<f4", strides=None, ptr=4096):
+        self.__cuda_array_interface__ = dict(shape=shape, typestr=typestr, strides=strides, data=(ptr, False),
+                                             version=3)
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load(ROOT / "config" / "config.yaml")
+
+
+def test_a_row_major_float32_matrix_is_read_through_its_array_interface():
+    op = operand(Fake((3, 5), strides=(20, 4), ptr=1 << 20), "a")
+    assert (op.ptr, op.rows, op.cols) == (1 << 20, 3, 5)
+    assert operand(Fake((3, 5)), "a").cols == 5  # no strides: C order by the interface's definition
+
+
+@pytest.mark.parametrize("x, words", [
+    (Fake((3, 5), typestr="<f8"), "float32"),
+    (Fake((3, 5, 2)), "3 dimensions"),
+    (Fake((3, 5), strides=(4, 12)), "not row-major"),
+    (Fake((3, 5), strides=(40, 4)), "not row-major"),
+    ([[1.0, 2.0]], "not a GPU array"),
+])
+def test_what_is_not_a_row_major_float32_gpu_matrix_is_refused_in_one_line(x, words):
+    with pytest.raises(LabError) as err:
+        operand(x, "b")
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_mismatched_shapes_and_a_missing_c_to_scale_are_refused_before_any_gpu_work():
+    with pytest.raises(LabError, match="a's columns must be b's rows"):
+        matmul(Fake((4, 6)), Fake((5, 7)))
+    with pytest.raises(LabError, match="no c was given"):
+        matmul(Fake((4, 6)), Fake((6, 7)), beta=0.5)
+    with pytest.raises(LabError, match="c is 4x6, the product is 4x7"):
+        matmul(Fake((4, 6)), Fake((6, 7)), Fake((4, 6)))
+
+
+@pytest.mark.parametrize("race", sorted(RACES))
+@pytest.mark.parametrize("shape", [Shape(m=4096, n=4096, k=4096), Shape(m=10, n=14316, k=1515), Shape(m=14316, n=10, k=1515),
+                                   Shape(m=1000, n=2000, k=3000), Shape(m=3903, n=1251, k=110), Shape(m=64, n=96, k=49152)])
+def test_the_stage_chosen_is_of_the_race_buildable_and_able_to_run_the_shape(cfg, race, shape):
+    stage = choose(cfg, RUN, shape, race)
+    spec = cfg.kernel(stage)
+    assert spec.precision in RACES[race][1] and offered(spec)
+    assert unsupported_reason(resolved(cfg, spec), shape) is None
+    # the first stage of the run's ranking that can run the shape: none ranked above it could
+    order = ranking(cfg, RUN, shape, race)
+    assert all(unsupported_reason(resolved(cfg, cfg.kernel(s)), shape) is not None
+               for s in order[:order.index(stage)])
+
+
+def test_a_stage_that_cannot_run_the_shape_is_passed_over_for_the_next(cfg):
+    """A GEMV-like shape whose narrow side is M (y^T = x^T B): if the class's best stage runs N <= 16
+    only, the choice is the next one that runs this shape."""
+    shape = Shape(m=10, n=14316, k=1515)
+    order = ranking(cfg, RUN, shape, "fp32")
+    runs = [unsupported_reason(resolved(cfg, cfg.kernel(s)), shape) is None for s in order]
+    assert any(runs)
+    assert choose(cfg, RUN, shape, "fp32") == order[runs.index(True)]
+
+
+def test_a_run_folder_without_tables_and_an_unknown_race_are_one_line_errors(cfg, tmp_path):
+    with pytest.raises(LabError, match="no run's tables"):
+        choose(cfg, tmp_path, Shape(m=64, n=64, k=64), "fp32")
+    with pytest.raises(LabError, match="race 'fp16' is none of"):
+        choose(cfg, RUN, Shape(m=64, n=64, k=64), "fp16")
