@@ -174,7 +174,7 @@ def test_dropping_either_term_fails_at_the_limits_the_config_allows():
 
     from sgemm_lab.config.records import CheckSettings, Shape
     from sgemm_lab.config.rules import TERM_RATIO
-    from sgemm_lab.measure import verify
+    from sgemm_lab.results import verify
 
     check = CheckSettings(shapes=(), alpha=1.0, beta=1.0, tolerance_factor=10)
     for m, n, k in ((1, 1, 1), (8, 8, 2), (16, 16, 65536)):

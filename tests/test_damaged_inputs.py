@@ -1,4 +1,4 @@
-"""Damaged result files are refused with one line naming the file and the problem (sgemm_lab.pipeline.io.read_table
+"""Damaged result files are refused with one line naming the file and the problem (sgemm_lab.results.io.read_table
 and read_json_checked), by the compare, aggregate, plot and report steps; seeds stay exact integers."""
 
 import shutil
@@ -8,7 +8,9 @@ import pandas as pd
 import pytest
 from conftest import ROOT
 
-from sgemm_lab.pipeline import entry, io
+from sgemm_lab.pipeline import entry
+
+from sgemm_lab.results import io
 from sgemm_lab.report import compare
 
 REF = ROOT / "reports"

@@ -117,7 +117,7 @@ def _build_record(kernel="99_dispatch"):
 
 
 def test_dispatch_rows_are_tidy_one_per_shape():
-    from sgemm_lab.dispatch.steps import DISPATCH_COLUMNS, dispatch_rows
+    from sgemm_lab.dispatch.choice import DISPATCH_COLUMNS, dispatch_rows
 
     got = dispatch_rows([_build_record(), dict(kernel="05_other", status="ok", registers=40)])
     assert [(r["m"], r["candidate"], r["registers"]) for r in got] == [(1024, 1, 90), (4096, 0, 80)]
@@ -126,7 +126,7 @@ def test_dispatch_rows_are_tidy_one_per_shape():
 
 
 def test_report_prints_the_dispatch_table_as_measured():
-    from sgemm_lab.dispatch.steps import dispatch_rows
+    from sgemm_lab.dispatch.choice import dispatch_rows
     from sgemm_lab.report.stage_tables import dispatch_table
 
     cfg = _config({"dispatch_from": "98_base", "candidates": [{}, {"BM": 32, "BN": 32, "TM": 4}]})
@@ -139,7 +139,7 @@ def test_report_prints_the_dispatch_table_as_measured():
 
 def test_traffic_model_of_a_dispatch_stage_is_that_of_the_candidate_it_runs():
     from sgemm_lab.config.model import traffic
-    from sgemm_lab.dispatch.steps import dispatch_rows
+    from sgemm_lab.dispatch.choice import dispatch_rows
     from sgemm_lab.report.stage_tables import dispatched_at
 
     cfg = _config({"dispatch_from": "98_base", "candidates": [{}, {"BM": 32, "BN": 32, "TM": 4}]})
@@ -227,7 +227,7 @@ def test_the_table_scores_the_rule_against_the_fastest_candidate():
 
 
 def test_report_prints_the_rules_choice_and_its_distance_from_the_fastest():
-    from sgemm_lab.dispatch.steps import dispatch_rows
+    from sgemm_lab.dispatch.choice import dispatch_rows
     from sgemm_lab.report.stage_tables import dispatch_table, dispatched_at
 
     cfg = _ruled()

@@ -278,7 +278,7 @@ def _gpu_runner(lab, monkeypatch, timings):
     (a callable run by the timing, e.g. to start another process)."""
     from sgemm_lab.gpu import buffers, device, reference, timing
     from sgemm_lab.measure import runners
-    from sgemm_lab.measure.stats import summarize
+    from sgemm_lab.results.stats import summarize
 
     class Mem:
         def free(self):
@@ -373,7 +373,7 @@ def _point_rows(monkeypatch, raw: dict, bench_row: dict) -> list[dict]:
         def bench(self, shape, seed, timing):
             return dict(bench_row)
 
-    monkeypatch.setattr(points, "_runner", lambda *a: Runner())
+    monkeypatch.setattr(points, "runner_for", lambda *a: Runner())
     monkeypatch.setattr(foreign, "note_before_cuda", lambda: None)
     return points.point_worker(raw, "cublas", None, None, "bench")(((64, 64, 64), 7))
 
@@ -399,7 +399,7 @@ def test_disturbed_points_leave_the_step_ok_but_counted(tmp_path, monkeypatch, c
     from sgemm_lab.config import load as cfgmod
     from sgemm_lab.pipeline import points
     from sgemm_lab.pipeline import points
-    from sgemm_lab.pipeline.outcome import FAILED, OK
+    from sgemm_lab.results.outcome import FAILED, OK
 
     raw = raw_config
     cfg = cfgmod.from_dict(raw)

@@ -16,7 +16,9 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from sgemm_lab.pipeline import entry, io, outcome
+from sgemm_lab.pipeline import entry
+
+from sgemm_lab.results import io, outcome
 
 BROKEN_C = "void hostbroken(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C) {\n" \
            "    this is not C;\n}\n"

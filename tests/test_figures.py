@@ -248,7 +248,7 @@ def test_sweep_heatmap_outlines_the_configuration_the_ladder_runs(tmp_path, monk
     sweep = pd.DataFrame([dict(kernel="s", m=64, n=64, k=64, status="ok", TM=tm, TN=tn, BM=bm, tflops=tm * tn + bm)
                           for tm in (4, 8) for tn in (4, 8) for bm in (64, 128)])
     drawn = {}
-    monkeypatch.setattr(plots, "_save", lambda fig, out: drawn.setdefault("fig", fig))
+    monkeypatch.setattr(plots, "save_figure", lambda fig, out: drawn.setdefault("fig", fig))
     plots.sweep_heatmap(sweep, tmp_path / "s.png", kernel="s", axes=("TM", "TN"), ladder={"TM": 8, "TN": 4, "BM": 64})
     (ax, _cbar) = drawn["fig"].axes
     from matplotlib.patches import Rectangle

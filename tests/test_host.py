@@ -7,7 +7,8 @@ import pytest
 
 from sgemm_lab.config.records import Shape
 from sgemm_lab.errors import CompileError
-from sgemm_lab.measure import host, runners
+from sgemm_lab.gpu import host
+from sgemm_lab.measure import runners
 
 
 @pytest.fixture
@@ -87,7 +88,7 @@ def test_host_launcher_rejects_wrong_arrays(lab, host_specs, tmp_path):
 def test_a_point_that_would_not_fit_is_skipped_before_its_inputs_are_drawn(lab, monkeypatch):
     """The check's host memory is weighed before any input is drawn: the row says bytes needed and free."""
     from sgemm_lab.config import footprint
-    from sgemm_lab.measure import verify
+    from sgemm_lab.results import verify
     from sgemm_lab.pipeline import points
 
     monkeypatch.setattr(footprint, "host_available_bytes", lambda: 2**30)  # 1 GiB free

@@ -13,8 +13,8 @@ import pytest
 
 from sgemm_lab.config import load as cfgmod
 from sgemm_lab.config import records
-from sgemm_lab.measure import host
-from sgemm_lab.pipeline import io
+from sgemm_lab.gpu import host
+from sgemm_lab.results import io
 from sgemm_lab.pipeline import points
 
 BAD = r"""

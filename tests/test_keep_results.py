@@ -14,7 +14,7 @@ import yaml
 from conftest import ROOT, copy_workflow
 
 from sgemm_lab.config.load import from_dict, validate
-from sgemm_lab.pipeline import io, outcome
+from sgemm_lab.results import io, outcome
 
 FIX = ROOT / "tests" / "fixtures" / "h100"
 COMPARE = ["--config", 'compare={"runs": ["h100", "h200"]}']

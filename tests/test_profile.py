@@ -67,7 +67,7 @@ def _profile(lab, raw_config, tmp_path):
 
 
 def test_failed_build_is_a_row_not_a_profile(lab, raw_config, tmp_path, monkeypatch):
-    from sgemm_lab.pipeline import io
+    from sgemm_lab.results import io
 
     monkeypatch.setattr(profile.shutil, "which", lambda name: None)
     kid = lab.gpu_implementations[0]

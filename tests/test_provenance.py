@@ -5,7 +5,7 @@ import pytest
 from conftest import ROOT
 
 from sgemm_lab.gpu.compile import source_hash
-from sgemm_lab.pipeline import io
+from sgemm_lab.results import io
 
 REF = ROOT / "reports" / "h100"
 
@@ -107,7 +107,7 @@ def test_a_run_holds_one_gpu_model():
     import pandas as pd
 
     from sgemm_lab.errors import LabError
-    from sgemm_lab.pipeline.common import one_gpu_model
+    from sgemm_lab.results.common import one_gpu_model
 
     env = {"gpu": {"name": "NVIDIA H100 80GB HBM3"}}
     same = pd.DataFrame({"kernel": ["a", "b", "00_hostmult1"],

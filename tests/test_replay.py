@@ -11,7 +11,7 @@ import replay  # noqa: E402
 
 from sgemm_lab.config import load as cfgmod  # noqa: E402
 from sgemm_lab.config.records import Shape  # noqa: E402
-from sgemm_lab.measure import verify  # noqa: E402
+from sgemm_lab.results import verify  # noqa: E402
 
 
 def test_a_row_replays_its_inputs(tmp_path, capsys):

@@ -8,7 +8,9 @@ import pandas as pd
 import pytest
 from conftest import ROOT
 
-from sgemm_lab.pipeline import entry, io
+from sgemm_lab.pipeline import entry
+
+from sgemm_lab.results import io
 from sgemm_lab.report import sections, stage_tables
 from sgemm_lab.report import tables as report_tables
 
@@ -337,7 +339,7 @@ def test_tf32_stages_are_compared_with_cublas_tf32_and_kept_out_of_the_fp32_suit
 def test_cublas_tf32_is_a_timed_baseline_only_when_configured(raw_config):
     from sgemm_lab.config.load import from_dict
     from sgemm_lab.measure.runners import precision_of
-    from sgemm_lab.measure.verify import tolerance_for
+    from sgemm_lab.results.verify import tolerance_for
 
     raw_config["baseline"] = dict(raw_config.get("baseline", {}), cublas_tf32=False)
     cfg = from_dict(raw_config)
@@ -518,9 +520,9 @@ def test_3xtf32_section_states_each_compensated_stages_speed_at_the_headline_sha
     section = text.split("### 3xTF32 against K")[1].split("\n#")[0]
     ok = bench[bench.status == "ok"]
     hs = report_tables.headline_shape(lab, ok)
-    cub = report_tables._at(ok, "cublas", hs)
+    cub = report_tables.row_at(ok, "cublas", hs)
     line = next(ln for ln in section.splitlines() if ln.startswith("Their speed at"))
-    stated = [k for k, p in lab.precisions.items() if p == "3xtf32" and report_tables._at(ok, k, hs) is not None]
+    stated = [k for k, p in lab.precisions.items() if p == "3xtf32" and report_tables.row_at(ok, k, hs) is not None]
     assert stated
     for k in stated:
-        assert f"`{k}` {cub.median_ms / report_tables._at(ok, k, hs).median_ms:.2f}×" in line
+        assert f"`{k}` {cub.median_ms / report_tables.row_at(ok, k, hs).median_ms:.2f}×" in line

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 from conftest import ROOT, copy_workflow
 
-from sgemm_lab.pipeline import io, outcome
+from sgemm_lab.results import io, outcome
 from sgemm_lab.report import step as report_step
 from sgemm_lab.report.run_files import FIGURES
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT
 
 from sgemm_lab.errors import LabError
-from sgemm_lab.pipeline import io
+from sgemm_lab.results import io
 from sgemm_lab.report import compare
 from sgemm_lab.report import step as report_step
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from sgemm_lab.config.records import Distribution, Shape
-from sgemm_lab.measure import shared_inputs, verify
+from sgemm_lab.measure import shared_inputs
+from sgemm_lab.results import verify
 from sgemm_lab.pipeline.points import check_seed
 
 SHAPE = Shape(m=37, n=19, k=301)

@@ -6,7 +6,7 @@ import pytest
 from conftest import ROOT
 
 from sgemm_lab.config.records import Shape
-from sgemm_lab.measure import stats, verify
+from sgemm_lab.results import stats, verify
 
 
 def test_summarize_known_values():

@@ -10,7 +10,7 @@ implementation (`snakemake --cores 1 results/<run>/build/<kernel>.json --config 
 recorded row and the replayed one side by side. --inputs-only needs no GPU: it draws the inputs again
 and prints their checksums and the float64 reference's norm, which is how a seed is shown to replay.
 The distributions are read from the configuration (config/config.yaml and any --configfile overlays).
-Normal and log-uniform inputs are drawn in blocks (sgemm_lab.measure.verify.BLOCK) since that draw
+Normal and log-uniform inputs are drawn in blocks (sgemm_lab.results.verify.BLOCK) since that draw
 came in (BLOCK_DRAW below); rows of older runs of those two distributions replay with the tree of their
 `git_commit`, and the replay warns when it is given one. Normal values are drawn in float32, whose rare
 slow-path values NumPy builds may round differently in the last bit (1 of 393,237 values between NumPy
@@ -81,7 +81,7 @@ def numpy_differs(table: Path, row: dict) -> str | None:
     in the last bit of a rare value; None otherwise (or where the run did not record one)."""
     import numpy as np
 
-    from sgemm_lab.pipeline import io
+    from sgemm_lab.results import io
 
     if (row.get("distribution") or "uniform") != "normal":
         return None
@@ -94,7 +94,7 @@ def numpy_differs(table: Path, row: dict) -> str | None:
 
 def problem_of(row: dict, cfg):
     from sgemm_lab.config.records import UNIFORM, Shape
-    from sgemm_lab.measure import verify
+    from sgemm_lab.results import verify
 
     dist_name = row.get("distribution") or "uniform"
     dists = {d.name: d for d in cfg.check.distributions} | {"uniform": UNIFORM}
@@ -137,7 +137,7 @@ def main(argv=None) -> int:
         import numpy as np
 
         from sgemm_lab.config.files import read
-        from sgemm_lab.measure import verify
+        from sgemm_lab.results import verify
 
         overrides = {}
         for f in args.configfile:
@@ -168,7 +168,7 @@ def main(argv=None) -> int:
 
 
 def replay(row: dict, p, cfg) -> int:
-    from sgemm_lab.pipeline.common import _runner
+    from sgemm_lab.measure.runners import runner_for
 
     run_dir = ROOT / "results" / cfg.run
     impl = row["kernel"]
@@ -177,7 +177,7 @@ def replay(row: dict, p, cfg) -> int:
         binary, record = run_dir / "build" / f"{impl}.bin", run_dir / "build" / f"{impl}.json"
         if not record.exists():
             raise LabError(f"no build of {impl} in {run_dir}: run `snakemake --cores 1 {record.relative_to(ROOT)}` first")
-    runner = _runner(cfg, impl, binary, record)
+    runner = runner_for(cfg, impl, binary, record)
     try:
         rows = runner.check(p.shape, p.seed, next((d for d in cfg.check.distributions if d.name == p.dist), None)
                             or records.UNIFORM)

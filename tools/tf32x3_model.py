@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from sgemm_lab.config.records import Distribution  # noqa: E402
-from sgemm_lab.measure import verify  # noqa: E402
+from sgemm_lab.results import verify  # noqa: E402
 from _cli import run  # noqa: E402 - tools/ is the script's folder
 
 

@@ -32,7 +32,7 @@ if subprocess.run([sys.executable, "-c", "import pycuda.driver as d; d.init(); a
 from sgemm_lab.config import load as cfgmod  # noqa: E402
 from sgemm_lab.config import records  # noqa: E402
 from sgemm_lab.pipeline import build as build_step  # noqa: E402
-from sgemm_lab.pipeline import io  # noqa: E402
+from sgemm_lab.results import io  # noqa: E402
 
 def _naive(name: str, *, faults: str = "", store: str = "C[t] = out;") -> str:
     """One thread per element of C, the common signature; ``faults`` go before the product, ``store``
@@ -155,7 +155,7 @@ def failing_stages(broken):
 
 
 def _status(path):
-    from sgemm_lab.pipeline import outcome
+    from sgemm_lab.results import outcome
 
     return outcome.read(path)
 

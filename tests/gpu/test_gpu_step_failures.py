@@ -9,7 +9,7 @@ from gpu_cases import (_build, _build_step, _check_not_run, _in_child, _job, _na
                        _status, broken, failing_stages)
 
 from sgemm_lab.config import load as cfgmod
-from sgemm_lab.pipeline import io
+from sgemm_lab.results import io
 
 
 def test_autotuned_stage_whose_only_candidate_is_wrong(failing_stages, record_property):

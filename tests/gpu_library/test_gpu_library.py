@@ -1,5 +1,5 @@
 """sgemm_lab.library.matmul on the GPU, on CuPy arrays and PyTorch tensors: the result against float64,
-held to the stage's class limit with cuBLAS's own error on the same inputs (``measure.verify.limit_for``),
+held to the stage's class limit with cuBLAS's own error on the same inputs (``results.verify.limit_for``),
 for the stage the committed run's tables choose in each race and for alpha/beta variants, with the output
 poisoned (NaN) where beta = 0. By hand on a GPU host (the CPU suite does not collect this folder):
 
@@ -12,7 +12,7 @@ import pytest
 from sgemm_lab.config.load import load
 from sgemm_lab.config.records import ROOT, Shape
 from sgemm_lab.library import DEFAULT_RUN, choose, matmul
-from sgemm_lab.measure.verify import limit_for
+from sgemm_lab.results.verify import limit_for
 
 SHAPES = [(257, 131, 67), (10, 4096, 1515), (4096, 12, 1000), (1024, 1024, 1024), (333, 777, 2049)]
 VARIANTS = [(1.0, 0.0), (0.75, 1.5), (0.0, 2.0)]  # (alpha, beta); beta = 0 writes into a NaN-filled c

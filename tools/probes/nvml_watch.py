@@ -93,7 +93,7 @@ class Cuda:
 
 def listed(lib, handle) -> list[dict]:
     return [dict(kind=kind, pid=pid, used_mib=None if used is None else round(used / 2**20))
-            for kind, name in processes.PROCESS_LISTS for pid, used in (processes._listed(lib, handle, name) or [])]
+            for kind, name in processes.PROCESS_LISTS for pid, used in (processes.listed_pids(lib, handle, name) or [])]
 
 
 def show() -> int:
@@ -107,7 +107,7 @@ def show() -> int:
         handle = ctypes.c_void_p()
         lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(i), ctypes.byref(handle))
         since = int((time.time() - 2) * 1e6)
-        print(json.dumps(dict(gpu=i, processes=listed(lib, handle), samples=processes._samples(lib, handle, since))))
+        print(json.dumps(dict(gpu=i, processes=listed(lib, handle), samples=processes.utilisation_samples(lib, handle, since))))
     return 0
 
 

@@ -229,7 +229,7 @@ def ceilings_input():
 
 def all_statuses():
     """The status record of every step that may fail for one stage without stopping the run
-    (sgemm_lab.pipeline.outcome); the report lists those that are not ok, the verdict counts the failed ones."""
+    (sgemm_lab.results.outcome); the report lists those that are not ok, the verdict counts the failed ones."""
     s = f"{RESULTS}/status"
     per_kernel = {
         "build": [k.id for k in LAB.kernels],
@@ -255,7 +255,7 @@ def final_outputs():
 
 def run_verdict():
     """One line naming the failed steps of this run (None when none failed), from their status records."""
-    from sgemm_lab.pipeline.outcome import read_all, verdict
+    from sgemm_lab.results.outcome import read_all, verdict
 
     return verdict(read_all(all_statuses()), run=RUN, report=Path(final_outputs()[0]))
 

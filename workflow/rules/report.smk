@@ -1,7 +1,7 @@
 # The tables, figures and report of a run are flagged update(): Snakemake neither deletes them before
 # their job runs nor after it fails, but backs them up and restores them when it fails ("Restored
 # previous version of ... (updating job failed)"), so a damaged input (refused with one line by
-# sgemm_lab.pipeline.io.read_table) never costs the last good report. The steps write every file atomically.
+# sgemm_lab.results.io.read_table) never costs the last good report. The steps write every file atomically.
 # Snakemake records a restored file as made from the inputs the failed job refused, so that file alone
 # would look up to date on the next invocation: each job also has an output that is not flagged (a
 # status record), which a failed job leaves missing and a later job needs, so the refusal is repeated

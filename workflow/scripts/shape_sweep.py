@@ -1,4 +1,4 @@
-# Thin shim: the logic lives in sgemm_lab.dispatch.steps.shape_sweep, run by sgemm_lab.pipeline.entry.main (unit-tested without Snakemake).
+# Thin shim: the logic lives in sgemm_lab.pipeline.dispatch_steps.shape_sweep, run by sgemm_lab.pipeline.entry.main (unit-tested without Snakemake).
 # The __main__ guard matters: supervised steps start child processes that re-import this file.
 import sys
 from pathlib import Path

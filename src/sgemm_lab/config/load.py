@@ -17,7 +17,7 @@ from ..errors import ConfigError
 from .geometry import check_params
 from .records import (BASELINES, KERNEL_DIR, ROOT, BenchSettings, CheckSettings, CpuSettings, DispatchRule,
                       Distribution, EpilogueSettings, HeldOutDraw, KernelSpec, LabConfig, ProfileSettings, Shape, SweepSettings,
-                      _frozen)
+                      frozen)
 
 if TYPE_CHECKING:
     from .files import Origins
@@ -211,7 +211,7 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config", origins: "Origin
     for i, k in enumerate(cfg["kernels"]):
         here = origins.of(("kernels", i)) if origins is not None else source
         grids = k["sweep"] if isinstance(k["sweep"], list) else ([k["sweep"]] if k["sweep"] else [])
-        sweep = tuple(_frozen({name: tuple(vals) for name, vals in g.items()}) for g in grids)
+        sweep = tuple(frozen({name: tuple(vals) for name, vals in g.items()}) for g in grids)
         swept_names = list(dict.fromkeys(n for g in sweep for n in g))
         spec = KernelSpec(
             id=k["id"],
@@ -220,7 +220,7 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config", origins: "Origin
             title=k["title"],
             geometry=k.get("geometry", ""),
             backend=k["backend"],
-            params=_frozen(k["params"]),
+            params=frozen(k["params"]),
             shapes=k["shapes"],
             max_local_bytes=k["max_local_bytes"],
             explain=k["explain"].strip(),
@@ -232,7 +232,7 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config", origins: "Origin
             sweep_axes=tuple(k.get("sweep_axes") or swept_names[:2]),
             tune_from=tuple(k.get("tune_from", ())),
             dispatch_from=k.get("dispatch_from", ""),
-            candidates=tuple(_frozen(c) for c in k.get("candidates", ())),
+            candidates=tuple(frozen(c) for c in k.get("candidates", ())),
             rule=DispatchRule(cost=k["rule"]["cost"], step=tuple(k["rule"]["step"])) if "rule" in k else None,
             # a dispatch stage runs its base stage's kernel: it computes, and is judged, as that stage
             precision=next(b.precision for b in kernels if b.id == k["dispatch_from"]) if "dispatch_from" in k
@@ -245,7 +245,7 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config", origins: "Origin
             suite=bool(k.get("suite", True)),
             held_out=bool(k.get("held_out", False)),
             arch=k.get("arch", ""),
-            tensor_maps=tuple(_frozen({**m, "box": tuple(m["box"])}) for m in k["tensor_maps"]),
+            tensor_maps=tuple(frozen({**m, "box": tuple(m["box"])}) for m in k["tensor_maps"]),
         )
         try:
             check_params(spec)

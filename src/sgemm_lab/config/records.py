@@ -57,7 +57,7 @@ class Shape:
         return cls(m=int(m), n=int(n), k=int(k))
 
 
-def _frozen(d: Mapping) -> Mapping:
+def frozen(d: Mapping) -> Mapping:
     return MappingProxyType(dict(d))
 
 
@@ -82,7 +82,7 @@ class KernelSpec:
     entry: str = ""
     geometry: str = ""
     backend: str = "cuda"
-    params: Mapping[str, int] = field(default_factory=lambda: _frozen({}))
+    params: Mapping[str, int] = field(default_factory=lambda: frozen({}))
     shapes: str = "tile_multiple"
     max_local_bytes: int = 0
     explain: str = ""
@@ -96,7 +96,7 @@ class KernelSpec:
     dispatch_from: str = ""  # a per-shape dispatch stage: its base stage (see sgemm_lab.dispatch.choice)
     candidates: tuple[Mapping[str, int], ...] = ()  # ... and the parameter overrides it chooses among
     rule: DispatchRule | None = None  # ... by this model; without one, by its measured table
-    precision: str = "fp32"  # fp32, tf32 or 3xtf32: the class of its tolerance (measure.verify.tolerance_for)
+    precision: str = "fp32"  # fp32, tf32 or 3xtf32: the class of its tolerance (results.verify.tolerance_for)
     signature: str = "gemm"
     micro_tile: tuple[str, str] = ("TM", "TN")
     max_dim: int | None = None  # shapes with a larger dimension are skipped (host stages: cpu.max_dim)
@@ -127,12 +127,12 @@ class KernelSpec:
         return tuple(dict.fromkeys(n for g in self.sweep for n in g))
 
     def with_params(self, **changes: int) -> "KernelSpec":
-        return replace(self, params=_frozen({**self.params, **changes}))
+        return replace(self, params=frozen({**self.params, **changes}))
 
 
 @dataclass(frozen=True, kw_only=True)
 class Distribution:
-    """Input values of a check (see measure.verify.draw): ``kind`` and its parameters, under a ``name``."""
+    """Input values of a check (see results.verify.draw): ``kind`` and its parameters, under a ``name``."""
 
     name: str
     kind: str = "uniform"

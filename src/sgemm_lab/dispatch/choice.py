@@ -168,3 +168,20 @@ def unpack(data: bytes) -> tuple[dict[int, bytes], list[dict]]:
     if missing:
         raise LabError(f"dispatch bundle lacks the candidates {missing} that its table uses")
     return cubins, table
+
+
+DISPATCH_COLUMNS = ["kernel", "m", "n", "k", "candidate", "params", "tflops", "median_ms", "runner_up", "margin",
+                    "rule_candidate", "rule_gap", "registers", "local_bytes"]
+
+
+def dispatch_rows(builds: list[dict]) -> list[dict]:
+    """The dispatch tables of the build records as tidy rows (one per stage and measured shape)."""
+    rows = []
+    for b in builds:
+        cands = b.get("candidates") or {}
+        for e in b.get("dispatch_table") or []:
+            res = cands.get(str(e["candidate"]), {})
+            rows.append(dict(kernel=b["kernel"], **{"rule_candidate": None, "rule_gap": None, **e,
+                                                    "params": json.dumps(e["params"], sort_keys=True)},
+                             registers=res.get("registers"), local_bytes=res.get("local_bytes")))
+    return rows

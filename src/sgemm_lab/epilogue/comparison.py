@@ -19,8 +19,8 @@ import logging
 import numpy as np
 
 from ..config.records import KernelSpec, LabConfig, Shape
-from ..measure import verify
-from ..measure.stats import tflops
+from ..results import verify
+from ..results.stats import tflops
 from .definition import ACT_CODES, act_reference
 
 log = logging.getLogger("sgemm_lab")

@@ -28,8 +28,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import LabError
-from .cublaslt_plan import (ALIGN_BYTES, HEURISTIC_CANDIDATES, IMPL_ALL, STRICT_FP32_IMPL_MASK, _enum_name, _get_attr,
-                            _Plan, _set_attr, epilogue_name, is_strict_fp32_impl, lt_pointers, lt_problem,
+from .cublaslt_plan import (ALIGN_BYTES, HEURISTIC_CANDIDATES, IMPL_ALL, STRICT_FP32_IMPL_MASK, enum_name, get_attr,
+                            Plan, set_attr, epilogue_name, is_strict_fp32_impl, lt_pointers, lt_problem,
                             refuse_non_strict_env)
 from .definition import check_act
 
@@ -61,7 +61,7 @@ class CublasLtEpilogue:
         self.handle = self.desc = self.pref = 0
         self.workspace = None
         self._bias_placeholder = None
-        self._plans: dict[tuple[int, int, int, int], _Plan] = {}
+        self._plans: dict[tuple[int, int, int, int], Plan] = {}
         self._alpha = np.zeros(1, np.float32)  # host pointer mode: read during the call
         self._beta = np.zeros(1, np.float32)
         self.algo_info: dict = {}
@@ -109,7 +109,7 @@ class CublasLtEpilogue:
         got_scale = self._desc_get(da.SCALE_TYPE)
         if got_compute != compute or got_scale != r32f:
             raise LabError(f"cuBLASLt {self.label}: descriptor has compute type "
-                           f"{_enum_name(cublas.ComputeType, got_compute)} and scale type {got_scale}, "
+                           f"{enum_name(cublas.ComputeType, got_compute)} and scale type {got_scale}, "
                            f"not strict FP32 (COMPUTE_32F, CUDA_R_32F)")
         self.compute_type = cublas.ComputeType(got_compute).name
 
@@ -134,33 +134,33 @@ class CublasLtEpilogue:
 
     def _desc_set(self, attr, value: int) -> None:
         lt = self._lt
-        _set_attr(lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype, self.desc, attr, value)
+        set_attr(lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype, self.desc, attr, value)
 
     def _desc_get(self, attr) -> int:
         lt = self._lt
-        return _get_attr(lt.matmul_desc_get_attribute, lt.get_matmul_desc_attribute_dtype, self.desc, attr)
+        return get_attr(lt.matmul_desc_get_attribute, lt.get_matmul_desc_attribute_dtype, self.desc, attr)
 
     def _pref_set(self, attr, value: int) -> None:
         lt = self._lt
-        _set_attr(lt.matmul_preference_set_attribute, lt.get_matmul_preference_attribute_dtype,
+        set_attr(lt.matmul_preference_set_attribute, lt.get_matmul_preference_attribute_dtype,
                   self.pref, attr, value)
 
     def _algo_cap(self, algo_ptr: int, attr) -> int:
         lt = self._lt
-        return _get_attr(lt.matmul_algo_cap_get_attribute, lt.get_matmul_algo_cap_attribute_dtype,
+        return get_attr(lt.matmul_algo_cap_get_attribute, lt.get_matmul_algo_cap_attribute_dtype,
                          algo_ptr, attr)
 
     def _algo_config(self, algo_ptr: int, attr) -> int:
         lt = self._lt
-        return _get_attr(lt.matmul_algo_config_get_attribute, lt.get_matmul_algo_config_attribute_dtype,
+        return get_attr(lt.matmul_algo_config_get_attribute, lt.get_matmul_algo_config_attribute_dtype,
                          algo_ptr, attr)
 
     # ----------------------------------------------------------------------------- plans
-    def _plan(self, lda: int, ldb: int, ldc: int, ldd: int) -> _Plan:
+    def _plan(self, lda: int, ldb: int, ldc: int, ldd: int) -> Plan:
         lt = self._lt
         key = (int(lda), int(ldb), int(ldc), int(ldd))
         prob = lt_problem(self.m, self.n, self.k, *key)
-        plan = _Plan(prob)
+        plan = Plan(prob)
         self._plans[key] = plan  # registered first, so that close() frees a partial plan
         try:
             plan.a = lt.matrix_layout_create(self._r32f, prob.a.rows, prob.a.cols, prob.a.ld)
@@ -174,7 +174,7 @@ class CublasLtEpilogue:
         self.algo_info = plan.info
         return plan
 
-    def _heuristic(self, plan: _Plan, impl_mask: int) -> tuple[np.ndarray, int, str]:
+    def _heuristic(self, plan: Plan, impl_mask: int) -> tuple[np.ndarray, int, str]:
         lt = self._lt
         self._pref_set(lt.MatmulPreferenceAttribute.IMPL_MASK, impl_mask)
         results = np.zeros(HEURISTIC_CANDIDATES, dtype=lt.matmul_heuristic_result_dtype)
@@ -187,7 +187,7 @@ class CublasLtEpilogue:
             return results, 0, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return results, int(count[0]), "0 results"
 
-    def _choose_algo(self, plan: _Plan, key) -> None:
+    def _choose_algo(self, plan: Plan, key) -> None:
         lt = self._lt
         results, found, why = self._heuristic(plan, STRICT_FP32_IMPL_MASK)
         mask_applied = True
@@ -236,7 +236,7 @@ class CublasLtEpilogue:
                 value = self._algo_config(self.algo_ptr_of(results, i), attr)
             except (lt.cuBLASLtError, ValueError):
                 continue
-            info[name] = _enum_name(enum_cls, value) if enum_cls is not None else value
+            info[name] = enum_name(enum_cls, value) if enum_cls is not None else value
         return info
 
     @staticmethod
@@ -281,7 +281,7 @@ class CublasLtEpilogue:
                         ws, self.workspace_bytes if ws else 0, self._stream_handle)
 
     # ----------------------------------------------------------------------------- cleanup
-    def _destroy_plan(self, plan: _Plan) -> None:
+    def _destroy_plan(self, plan: Plan) -> None:
         for name in ("a", "b", "c", "d"):
             handle = getattr(plan, name)
             if handle:

@@ -127,7 +127,7 @@ def lt_pointers(a, b, c, d) -> tuple:
 
 
 # ----------------------------------------------------------------------- nvmath binding helpers
-def _set_attr(setter, dtype_of, obj: int, attr, value: int) -> None:
+def set_attr(setter, dtype_of, obj: int, attr, value: int) -> None:
     dtype = np.dtype(dtype_of(attr))
     value = int(value)
     if dtype.kind == "i" and value >= 1 << (8 * dtype.itemsize - 1):
@@ -136,14 +136,14 @@ def _set_attr(setter, dtype_of, obj: int, attr, value: int) -> None:
     setter(obj, int(attr), buf.ctypes.data, buf.nbytes)
 
 
-def _get_attr(getter, dtype_of, obj: int, attr) -> int:
+def get_attr(getter, dtype_of, obj: int, attr) -> int:
     buf = np.zeros(1, dtype=dtype_of(attr))
     written = np.zeros(1, dtype=np.uint64)
     getter(obj, int(attr), buf.ctypes.data, buf.nbytes, written.ctypes.data)
     return int(buf[0])
 
 
-def _enum_name(enum_cls, value: int) -> str | int:
+def enum_name(enum_cls, value: int) -> str | int:
     try:
         return enum_cls(value).name
     except ValueError:
@@ -151,7 +151,7 @@ def _enum_name(enum_cls, value: int) -> str | int:
 
 
 @dataclass
-class _Plan:
+class Plan:
     """Matrix layouts and chosen algorithm for one set of leading dimensions."""
 
     problem: LtProblem

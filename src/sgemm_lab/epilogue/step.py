@@ -7,9 +7,9 @@ from pathlib import Path
 
 from ..config.records import LabConfig
 from ..measure.gpulock import gpu_lock
-from ..pipeline import io
-from ..pipeline.common import _Guard, base_seed, machine, point_seed
-from ..pipeline.outcome import FAILED, StepStatus, first_line
+from ..results import io
+from ..results.common import Guard, base_seed, machine, point_seed
+from ..results.outcome import FAILED, StepStatus, first_line
 
 
 def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> StepStatus | None:
@@ -29,7 +29,7 @@ def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> StepS
         if err:
             raise err
         cubins[act] = cubin
-    with gpu_lock(exclusive=True), _Guard(f"epilogue {kernel}"):
+    with gpu_lock(exclusive=True), Guard(f"epilogue {kernel}"):
         rows = ep.run(cfg, spec, cubins=cubins,
                       seed_for=lambda shape, padded: point_seed(base, f"{kernel}/{padded}", shape, "epilogue"))
     digest = source_hash(spec)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config.records import LabConfig
-from ..pipeline import io
-from ..pipeline.common import log, machine
-from ..pipeline.outcome import FAILED, UNAVAILABLE, StepStatus, first_line
+from ..results import io
+from ..results.common import log, machine
+from ..results.outcome import FAILED, UNAVAILABLE, StepStatus, first_line
 
 
 def failure_tests(cfg: LabConfig, *, env_json: Path, out: Path) -> StepStatus | None:

@@ -11,7 +11,7 @@
 - ``padding``: copies of A and B with rows padded to 16 bytes, for the TMA stages on odd N or K
 - ``buffers``: a problem's device buffers
 - ``timing``: CUDA-event timing, warm-up by time, the L2 flush
-- ``ceilings``: measured FMA throughput and DRAM bandwidth
+- ``host``: host (C) stages compiled into a shared library and called through ctypes; NumPy's BLAS
 - ``reference``: float64 references and device-side inputs and error measures
 - ``sass``: instruction counts of a build's SASS (cuobjdump)
 

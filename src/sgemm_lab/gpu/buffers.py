@@ -6,7 +6,7 @@ import numpy as np
 
 from ..config.records import Shape
 from ..errors import LabError
-from ..measure.verify import NAN_BITS
+from ..results.verify import NAN_BITS
 from .device import driver
 
 class Buffers:

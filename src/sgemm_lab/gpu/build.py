@@ -12,7 +12,7 @@ from pathlib import Path
 from ..config.records import KERNEL_DIR, KernelSpec
 from ..errors import CompileError
 from .compile import compile_options, source_text, target_arch
-from .device import _import_pycuda
+from .device import import_pycuda
 
 @dataclass(frozen=True, kw_only=True)
 class BuildRecord:
@@ -27,9 +27,9 @@ class BuildRecord:
     compile_s: float
 
 
-def _nvcc(kernel: str, text: str, options: list[str], arch: str) -> bytes:
+def nvcc(kernel: str, text: str, options: list[str], arch: str) -> bytes:
     """Compile with PyCUDA's compiler (the same call SourceModule makes); needs nvcc, no GPU context."""
-    cuda = _import_pycuda()
+    cuda = import_pycuda()
     from pycuda.compiler import compile as pycuda_compile
 
     try:
@@ -52,7 +52,7 @@ def _lower_priority() -> None:
 
 def _compile_job(job: tuple) -> tuple[bytes | None, tuple | None]:
     try:
-        return _nvcc(*job), None
+        return nvcc(*job), None
     except CompileError as exc:
         return None, exc.args
 

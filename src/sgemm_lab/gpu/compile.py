@@ -170,7 +170,7 @@ def compile_check(specs, arch: str, log_dir: Path,
     skipped (their candidates are compiled as themselves). Each kernel's full compiler output is kept
     in ``log_dir/<id>.log`` whether it compiled or not.
     """
-    from ..measure.host import compile_shared
+    from .host import compile_shared
 
     log_dir.mkdir(parents=True, exist_ok=True)
     results = []

@@ -12,7 +12,7 @@ from ..errors import NoGPUError
 _cuda = None
 
 
-def _import_pycuda():
+def import_pycuda():
     """pycuda.driver, imported but not initialised (no context: compiling needs none), or NoGPUError."""
     try:
         import pycuda.driver as cuda
@@ -35,7 +35,7 @@ def driver_initialised() -> bool:
 def init_driver():
     """pycuda.driver with the CUDA driver initialised (cuInit) but no context, or NoGPUError."""
     global _initialised
-    cuda = _import_pycuda()
+    cuda = import_pycuda()
     _initialised = True
     try:
         cuda.init()

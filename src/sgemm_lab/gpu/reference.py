@@ -169,7 +169,7 @@ class DeviceCheck:
         return c64, ab64
 
     def compare(self, out, ref, n: int, tol: float):
-        from ..measure.verify import Verdict
+        from ..results.verify import Verdict
 
         grid = self._grid(n)
         self._cmp.prepared_async_call(grid, (self.THREADS, 1, 1), self.stream, out, ref, n, self._partial)

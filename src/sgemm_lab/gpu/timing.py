@@ -9,7 +9,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..measure.stats import TimingStats, reps_for, summarize
+from ..results.stats import TimingStats, reps_for, summarize
 from .device import driver, sm_clock_mhz
 
 # Reads a buffer of zeros through L2 (the loads are kept by a store that zeros never take).

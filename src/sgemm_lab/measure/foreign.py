@@ -47,9 +47,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
-from .processes import NVML_SUCCESS, PROCESS_LISTS, _listed, _name, _samples, own_pids, run_pids
+from ..results.outcome import DISTURBED  # noqa: F401 - the status this module gives, defined with the others
+from .processes import (NVML_SUCCESS, PROCESS_LISTS, listed_pids, own_pids, process_name, run_pids,
+                        utilisation_samples)
 
-DISTURBED = "disturbed"  # the status of a point that other work shared the GPU with, on every try
 RETRIES = 2              # tries after the first, for a disturbed point
 RETRY_PAUSE_S = 1.0      # between tries: a short burst of other work may be over by then
 LOOKBACK_S = 2.0         # SM samples read from this long before a point: a busy process has one there
@@ -95,7 +96,7 @@ def note_before_cuda() -> None:
         if lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(i), ctypes.byref(handle)) != NVML_SUCCESS:
             return
         for _, name in PROCESS_LISTS:
-            got = _listed(lib, handle, name)
+            got = listed_pids(lib, handle, name)
             seen |= {pid for pid, _ in got or ()}
     _keep("before_cuda", seen)
 
@@ -190,7 +191,7 @@ class Watch:
         cannot be read; a missing graphics or MPS list is no loss on a compute GPU)."""
         out = []
         for kind, name in PROCESS_LISTS:
-            got = _listed(self.lib, self.handle, name)
+            got = listed_pids(self.lib, self.handle, name)
             if got is None and kind == "compute":
                 return None
             out += [(kind, pid, used) for pid, used in got or ()]
@@ -206,7 +207,7 @@ class Watch:
         after = self._look()
         if self.before is None or after is None:
             return Seen(False, note="NVML cannot list the processes on this GPU")
-        samples = _samples(self.lib, self.handle, self.since_us - int(LOOKBACK_S * 1e6))
+        samples = utilisation_samples(self.lib, self.handle, self.since_us - int(LOOKBACK_S * 1e6))
         listed = {pid for _, pid, _ in self.before + after}
         if not listed:
             return Seen(False, note="NVML lists no process on this GPU, not even this one")
@@ -229,7 +230,7 @@ class Watch:
             o.sm_pct = max(sm, o.sm_pct or 0)
         run = run_pids() if same and others else set()
         for o in others.values():
-            o.name = _name(self.lib, o.pid, same)
+            o.name = process_name(self.lib, o.pid, same)
             o.sampled = samples is not None
             o.this_run = o.pid in run
         if samples is None:

@@ -31,7 +31,7 @@ class ProcessUtilizationSample(ctypes.Structure):
                 ("memUtil", ctypes.c_uint), ("encUtil", ctypes.c_uint), ("decUtil", ctypes.c_uint)]
 
 
-# (kind, function): the newest version the driver exports is used, see _listed
+# (kind, function): the newest version the driver exports is used, see listed_pids
 PROCESS_LISTS = (("compute", "nvmlDeviceGetComputeRunningProcesses"),
                  ("mps", "nvmlDeviceGetMPSComputeRunningProcesses"),
                  ("graphics", "nvmlDeviceGetGraphicsRunningProcesses"))
@@ -45,7 +45,7 @@ def _function(lib, name: str):
         return None
 
 
-def _listed(lib, handle, name: str) -> list[tuple[int, int | None]] | None:
+def listed_pids(lib, handle, name: str) -> list[tuple[int, int | None]] | None:
     """(pid, used bytes or None) of one of the driver's process lists; None when it cannot be read."""
     for suffix, struct in VERSIONS:
         fn = _function(lib, name + suffix)
@@ -70,7 +70,7 @@ def _listed(lib, handle, name: str) -> list[tuple[int, int | None]] | None:
     return None
 
 
-def _samples(lib, handle, since_us: int) -> list[tuple[int, int]] | None:
+def utilisation_samples(lib, handle, since_us: int) -> list[tuple[int, int]] | None:
     """(pid, SM %) of the driver's per-process utilisation samples taken after ``since_us`` (None: not
     available on this GPU or driver)."""
     fn = _function(lib, "nvmlDeviceGetProcessUtilization")
@@ -94,7 +94,7 @@ def _samples(lib, handle, since_us: int) -> list[tuple[int, int]] | None:
     return None
 
 
-def _name(lib, pid: int, same_namespace: bool) -> str | None:
+def process_name(lib, pid: int, same_namespace: bool) -> str | None:
     """The process's name: NVML's (``nvmlSystemGetProcessName``), else /proc's when its PIDs are ours."""
     fn = _function(lib, "nvmlSystemGetProcessName")
     if fn is not None:

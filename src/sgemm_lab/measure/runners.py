@@ -22,9 +22,9 @@ import numpy as np
 from ..config.geometry import unsupported_reason
 from ..config.records import BASELINE_PRECISION, UNIFORM, CheckSettings, Distribution, KernelSpec, LabConfig, Shape
 from ..dispatch.launch import launcher_for
-from . import verify
+from ..results import verify
 from .gpulock import device_columns
-from .stats import reps_for, summarize, tflops
+from ..results.stats import reps_for, summarize, tflops
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -295,7 +295,7 @@ class HostRunner(_Tolerance):
     """A host C stage (``spec`` + shared library) or NumPy's BLAS (``spec`` None) on the CPU."""
 
     def __init__(self, cfg: LabConfig, impl: str, spec: KernelSpec | None, library: Path | None):
-        from .host import HostLauncher, numpy_gemm
+        from ..gpu.host import HostLauncher, numpy_gemm
 
         self.cfg, self.impl, self.spec = cfg, impl, spec
         self.launch = numpy_gemm if spec is None else HostLauncher(spec, library)
@@ -372,3 +372,10 @@ def make_runner(cfg: LabConfig, impl: str, spec: KernelSpec | None, binary: Path
     if impl == "numpy" or (spec is not None and spec.backend == "host"):
         return HostRunner(cfg, impl, spec, binary)
     return GpuRunner(cfg, impl, spec, Path(binary).read_bytes() if binary else None)
+
+
+def runner_for(cfg: LabConfig, impl: str, binary: Path | None, record: Path | None):
+    """The runner of ``impl`` as a step runs it: its concrete spec from its build record, its binary."""
+    from ..dispatch.resolve import load_spec
+
+    return make_runner(cfg, impl, load_spec(cfg, impl, record), binary)

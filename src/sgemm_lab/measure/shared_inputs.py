@@ -37,14 +37,14 @@ from typing import Callable
 import numpy as np
 
 from ..config.records import Distribution, Shape
-from . import verify
+from ..results import verify
 
 ARRAYS = ("a", "b", "c", "ref", "ab")
 
 
 # The code whose change changes what is kept: the draws, references and comparisons (verify), the check
 # modes and the baseline's runs (runners), this module, the device buffers (poisoning) and the launchers.
-_CODE = ("measure/verify.py", "measure/runners.py", "measure/shared_inputs.py", "gpu/buffers.py", "gpu/launch.py")
+_CODE = ("results/verify.py", "measure/runners.py", "measure/shared_inputs.py", "gpu/buffers.py", "gpu/launch.py")
 
 
 @lru_cache(maxsize=1)

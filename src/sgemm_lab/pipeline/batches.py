@@ -24,7 +24,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..config.records import LabConfig
-from .logs import log
+from ..results.logs import log
 
 BATCHED = ("build", "check", "bench", "sweep")
 
@@ -115,7 +115,7 @@ def run_stages(plans: list[StagePoints], *, factory: str, args: tuple, gates: li
 
     from ..measure import isolate
     from ..measure.isolate import Outcome
-    from .logs import close
+    from ..results.logs import close
 
     flat = [(p.stage, *pt) for p in plans for pt in p.points]
     where = [(p, i) for p in plans for i in range(len(p.points))]

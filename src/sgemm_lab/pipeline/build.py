@@ -1,5 +1,5 @@
 """The build step: compile a stage for the machine at hand and record its resources (the
-autotuned stage picks its configuration first; a dispatch stage is built by sgemm_lab.dispatch.steps).
+autotuned stage picks its configuration first; a dispatch stage is built by sgemm_lab.pipeline.dispatch_steps).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 from ..config.records import LabConfig
 from ..errors import CompileError
 from ..measure.gpulock import gpu_lock
-from . import io
-from .common import log
+from ..results import io
+from ..results.common import log
 
 
 def _epilogue_variants(cfg: LabConfig, spec) -> list:
@@ -127,7 +127,7 @@ def compile_ahead(cfg: LabConfig, kernels: list[str], *, env_json: Path, jobs: i
 def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, record_out: Path,
           sweeps: list[Path] = (), shape_sweep: Path | None = None) -> None:
     """Compile one stage for the machine at hand; record its resources (and, if autotuned, its pick;
-    if a dispatch stage, its table: see sgemm_lab.dispatch.steps)."""
+    if a dispatch stage, its table: see sgemm_lab.pipeline.dispatch_steps)."""
     from dataclasses import asdict
 
     from ..dispatch.autotune import pick, resolve
@@ -135,7 +135,7 @@ def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, reco
 
     spec = cfg.kernel(kernel)
     if spec.dispatched:
-        from ..dispatch.steps import build_dispatch
+        from .dispatch_steps import build_dispatch
 
         return build_dispatch(cfg, kernel, env_json=env_json, shape_sweep=shape_sweep, binary_out=binary_out,
                               record_out=record_out)
@@ -151,7 +151,7 @@ def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, reco
         log.info("%s: fastest verified sweep point is %s %s (%.2f TFLOP/s at %s)", kernel, stage, params,
                  row["tflops"], extra["tuned_on"])
     if spec.backend == "host":
-        from ..measure import host
+        from ..gpu import host
 
         t0 = time.perf_counter()
         binary, cmd, _ = host.compile_shared(spec, cfg.cpu.cflags)

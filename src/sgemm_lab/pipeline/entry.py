@@ -4,7 +4,7 @@ A step that fails for one stage (a compile error, a crashed job, a check that fa
 pipeline: its outputs are written empty but valid, its status record says what failed and where the
 log is, one line names the step, the stage and the log on the console, and the job ends successfully,
 so that every other stage is still measured and the report is written. The run's exit status is
-decided at the end from the status records (``sgemm_lab.pipeline.outcome.verdict``).
+decided at the end from the status records (``sgemm_lab.results.outcome.verdict``).
 
 Steps without which there is nothing to report (environment: no GPU; aggregate and report: the
 report itself) still end the run with one line and a non-zero exit, as does any step that refuses a
@@ -21,7 +21,7 @@ from typing import Callable
 
 from ..config.load import from_dict, remeasured
 from ..config.records import LabConfig
-from ..dispatch import steps as dispatch_steps
+from . import dispatch_steps
 from ..epilogue import step as epilogue_step
 from ..errors import LabError
 from ..failures import step as failures_step
@@ -31,10 +31,10 @@ from ..report import step as report_step
 from ..sanitizers import step as sanitize_step
 from . import build as build_step
 from . import environment as environment_step
-from . import io, logs, outcome
+from ..results import io, logs, outcome
 from . import points as points_step
 from . import sweep as sweep_step
-from .outcome import FAILED, NOT_RUN, OK, StepRecord, StepStatus, first_line
+from ..results.outcome import FAILED, NOT_RUN, OK, StepRecord, StepStatus, first_line
 
 log = logs.log
 

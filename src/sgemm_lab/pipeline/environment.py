@@ -15,9 +15,9 @@ from importlib import metadata
 from pathlib import Path
 
 from ..config.records import ROOT, LabConfig
-from . import io
-from .common import base_seed, log
-from .outcome import StepStatus
+from ..results import io
+from ..results.common import base_seed, log
+from ..results.outcome import StepStatus
 
 
 def _run(cmd: list[str]) -> str | None:
@@ -135,7 +135,7 @@ def ceilings(cfg: LabConfig, *, env_json: Path, out: Path) -> StepStatus | None:
     """The roofline's roofs: the probes compiled first (no GPU), then timed under the exclusive lock, each
     watched for other work on the GPU like a bench point; a disturbed one is kept, marked, and counted in
     the step's message."""
-    from ..gpu.ceilings import compile_probes, measure_ceilings
+    from ..measure.ceilings import compile_probes, measure_ceilings
     from ..measure.gpulock import gpu_lock
 
     cubins = compile_probes(io.read_json(env_json)["gpu"]["arch"])

@@ -10,10 +10,12 @@ from pathlib import Path
 from ..config.load import from_dict
 from ..config.records import LabConfig, Shape
 from ..measure.gpulock import gpu_lock, lock_mode
-from . import io
-from .common import _runner, base_seed, load_spec, log, point_problems, point_seed
-from .logs import setup as setup_logging
-from .outcome import StepStatus
+from ..results import io
+from ..measure.runners import runner_for
+from ..results.common import base_seed, log, point_problems, point_seed
+from ..dispatch.resolve import load_spec
+from ..results.logs import setup as setup_logging
+from ..results.outcome import StepStatus
 
 
 def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | None, kind: str,
@@ -27,7 +29,7 @@ def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | 
         from ..measure.foreign import note_before_cuda_once
 
         note_before_cuda_once()
-    runner = _runner(cfg, impl, Path(binary) if binary else None, Path(record) if record else None)
+    runner = runner_for(cfg, impl, Path(binary) if binary else None, Path(record) if record else None)
     b = cfg.bench
     timing = TimingSettings(warmup_ms=b.warmup_ms, target_ms=b.target_ms, min_reps=b.min_reps, max_reps=b.max_reps,
                             l2_policy=b.l2_policy, rewarm_ms=b.rewarm_ms)
@@ -44,7 +46,7 @@ def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | 
         if kind == "check":
             return [dict(head, status="pass" if r["passed"] else "fail", **r)
                     for r in runner.check(shape, seed, dists[dist[0]], inputs=Path(inputs) if inputs else None)]
-        from ..measure.foreign import DISTURBED
+        from ..results.outcome import DISTURBED
 
         r = runner.bench(shape, seed, replace(timing, target_ms=cfg.point_target_ms(shape, timing.target_ms)))
         r.setdefault("disturbance", "n/a (CPU timing)")  # a host stage: no GPU to share
@@ -195,7 +197,7 @@ def many(kind: str, cfg: LabConfig, parts: list[Part], *, raw_config: dict,
     None, or the exception that stopped it; seconds spent on it)."""
     from ..measure.gpulock import child_gates
     from .batches import StagePoints, run_stages
-    from .logs import stage_logger
+    from ..results.logs import stage_logger
 
     plan, done = (_check_plan, _check_done) if kind == "check" else (_bench_plan, _bench_done)
     results: dict[str, tuple[object, float]] = {}

@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
 
-from . import io
+from ..results import io
 
 PACKAGE = Path(__file__).resolve().parents[1]
 

@@ -12,10 +12,11 @@ from ..config.load import from_dict
 from ..config.records import LabConfig, Shape
 from ..errors import ConfigError
 from ..measure.gpulock import child_gates
-from . import io
-from .common import base_seed, load_spec, log, machine, point_problems, point_seed
-from .logs import setup as setup_logging
-from .outcome import StepStatus
+from ..results import io
+from ..results.common import base_seed, log, machine, point_problems, point_seed
+from ..dispatch.resolve import load_spec
+from ..results.logs import setup as setup_logging
+from ..results.outcome import StepStatus
 
 
 def sweep_worker(raw_config: dict, kernel: str, seed: int):
@@ -184,7 +185,7 @@ def sweep_many(cfg: LabConfig, parts: list[tuple[str, Path, Path | None]], *, en
     then all their points in one supervised child process per GPU (``sweep_batch_worker``). Returns
     kernel -> (its StepStatus or None, or the exception that stopped it; seconds spent on it)."""
     from .batches import StagePoints, run_stages
-    from .logs import close, stage_logger
+    from ..results.logs import close, stage_logger
 
     results: dict[str, tuple[object, float]] = {}
     planned: dict[str, tuple[Path, list[dict], list]] = {}

@@ -9,9 +9,10 @@ from ..config.geometry import unsupported_reason
 from ..config.records import LabConfig
 from ..errors import LabError
 from ..measure.lockfiles import lock_path
-from ..pipeline import io
-from ..pipeline.common import load_spec, log
-from ..pipeline.outcome import UNAVAILABLE, NotRun, StepStatus
+from ..results import io
+from ..dispatch.resolve import load_spec
+from ..results.common import log
+from ..results.outcome import UNAVAILABLE, NotRun, StepStatus
 
 
 PROFILE_COLUMNS = ["kernel", "m", "n", "k", "status", "metric", "value", "unit"]

@@ -50,7 +50,7 @@ def main(argv=None) -> None:
     from ..config.load import from_dict
     from ..config.records import Shape
     from ..measure.gpulock import gpu_lock
-    from ..pipeline.common import load_spec
+    from ..dispatch.resolve import load_spec
 
     cfg = from_dict(json.loads(args.config_json), trusted=True)
     if args.plan:
@@ -132,7 +132,7 @@ def _run_on_gpu(args, cfg, items, hosts) -> None:
 
 def _verify(impl, spec, cfg, shape, b, host) -> None:
     from ..measure.runners import precision_of
-    from ..measure.verify import Problem, compare, references, tolerance_for
+    from ..results.verify import Problem, compare, references, tolerance_for
 
     ha, hb, hc = host
     p = Problem(shape=shape, alpha=cfg.check.alpha, beta=cfg.check.beta, a=ha, b=hb, c=hc, seed=0)

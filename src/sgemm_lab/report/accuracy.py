@@ -221,13 +221,13 @@ def against_k(checks: pd.DataFrame | None, precision: dict[str, str], cls: str =
 def compensated_speed(ok: pd.DataFrame, precision: dict[str, str], shape, cls: str = "3xtf32") -> list[str]:
     """What each stage of class ``cls`` pays for its accuracy: cuBLAS strict FP32's time over its own at
     ``shape`` (the headline shape), one line; nothing without cuBLAS or such a stage there."""
-    from .tables import _at, shape_label
+    from .tables import row_at, shape_label
 
-    ref = _at(ok, "cublas", shape) if shape else None
+    ref = row_at(ok, "cublas", shape) if shape else None
     if ref is None:
         return []
     parts = [f"`{k}` {ref.median_ms / mine.median_ms:.2f}×" for k, p in precision.items()
-             if p == cls and (mine := _at(ok, k, shape)) is not None]
+             if p == cls and (mine := row_at(ok, k, shape)) is not None]
     if not parts:
         return []
     return [f"Their speed at {shape_label(*shape)}, as cuBLAS strict FP32's time over theirs: " + "; ".join(parts) + ".",

@@ -214,7 +214,7 @@ def read_runs(benches) -> list[pd.DataFrame]:
     damaged (``io.read_table``), holds rows of another run (``table_checks.one_run``, against the
     ``environment.json`` beside it when there is one) or values no measurement gives
     (``table_checks.possible_values``)."""
-    from ..pipeline import io
+    from ..results import io
 
     frames = []
     for bench in map(Path, benches):
@@ -233,7 +233,7 @@ def target(runs: list[str], benches, *, md, log) -> str | None:
     when a run's table is refused (the comparison on disk is then the previous one, which Snakemake put
     back), else None and ``log`` says what was compared."""
     from ..errors import LabError
-    from ..pipeline import io
+    from ..results import io
 
     if len(runs) < 2:
         return "compare: set at least two runs, e.g. --config 'compare={\"runs\": [\"h100\", \"h200\"]}'"
@@ -276,8 +276,8 @@ def run(*, runs: list[str], benches: list[Path], out_md: Path, out_csv: Path, ou
     """Compare the first run with each later one: one tidy CSV, one markdown page, one figure. Each
     run's table is read with ``io.read_table`` and checked against the run's environment record
     (``one_run``) first; the files are written only once all of them can be."""
-    from ..pipeline import io
-    from ..pipeline.logs import log
+    from ..results import io
+    from ..results.logs import log
     from . import plots
 
     frames = read_runs(benches)

@@ -11,7 +11,7 @@ import pandas as pd
 from ..config.records import LabConfig
 from .markdown import md_table
 from .numbers import mark, unsteady_note
-from .tables import _over_suite, _suite_point, fp32_accurate_stages, geomean, shape_label
+from .tables import over_suite, suite_point, fp32_accurate_stages, geomean, shape_label
 
 RULE_WITHIN = 1.05  # a rule's choice within 5% of the fastest candidate's time counts as a good choice
 
@@ -47,7 +47,7 @@ def held_out_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | No
         row = [label, cls]
         ref = None
         for key, stages in (("strict", strict), ("accurate", accurate)):
-            ref, best = _suite_point(ok, stages, s)
+            ref, best = suite_point(ok, stages, s)
             if ref is None or best is None:
                 row += ["–", "–"]
                 continue
@@ -76,7 +76,7 @@ def held_out_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | No
     lines = []
     for key, name in (("strict", "Strict FP32"), ("accurate", "FP32-accurate")):
         if over[key]:
-            lines.append(f"{name}: {_over_suite(over[key])}")
+            lines.append(f"{name}: {over_suite(over[key])}")
     for k in ruled:
         g = gaps[k.id]
         within = sum(1 for x, _ in g if x <= RULE_WITHIN)

@@ -16,11 +16,11 @@ from .numbers import UNSTEADY_MARK, mark, unsteady  # noqa: E402
 from .tables import shape_label  # noqa: E402
 
 
-def _save(fig, out: Path) -> None:
+def save_figure(fig, out: Path) -> None:
     """The figure as PNG, written like every other output (a temporary file beside it, then a rename)."""
     import io as _bytes
 
-    from ..pipeline import io
+    from ..results import io
 
     buf = _bytes.BytesIO()
     fig.savefig(buf, format="png", dpi=130, bbox_inches="tight")
@@ -28,12 +28,12 @@ def _save(fig, out: Path) -> None:
     io.write_bytes(Path(out), buf.getvalue())
 
 
-def _save_or_say(fig, out: Path, why: str) -> None:
+def save_or_say(fig, out: Path, why: str) -> None:
     """A figure builder's figure as PNG, or, where it had nothing to draw (None), a picture saying why."""
     if fig is None:
         placeholder(out, why)
     else:
-        _save(fig, out)
+        save_figure(fig, out)
 
 
 # The library baselines, drawn as black reference lines (not as stages).
@@ -44,7 +44,7 @@ def tflops_vs_size(bench: pd.DataFrame, out: Path, order: list[str], families: d
     """TFLOP/s against problem size: one panel per family of stages (``families``: stage -> panel title,
     in the order first met in ``order``), one line per stage, cuBLAS as black reference lines in every
     panel; each panel's legend sits below it, outside the data."""
-    _save_or_say(tflops_vs_size_figure(bench, order=order, families=families), out, "no stage verified and timed at the ladder's sizes")
+    save_or_say(tflops_vs_size_figure(bench, order=order, families=families), out, "no stage verified and timed at the ladder's sizes")
 
 
 def _two_lines(label: str) -> str:
@@ -129,7 +129,7 @@ def sweep_heatmap(sweep: pd.DataFrame, out: Path, *, kernel: str, axes: tuple[st
     where = f"{int(sweep.m.iloc[0])}x{int(sweep.n.iloc[0])}x{int(sweep.k.iloc[0])}: " if len(sweep) else ""
     ax.set_title(f"{title or kernel}\n{where}" + (", ".join(f"{n} {s}" for s, n in counts.items()) or "no points"),
                  fontsize=10)
-    _save(fig, out)
+    save_figure(fig, out)
 
 
 def placeholder(out: Path, text: str) -> None:
@@ -137,17 +137,17 @@ def placeholder(out: Path, text: str) -> None:
     fig, ax = plt.subplots(figsize=(6, 2))
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
     ax.set_axis_off()
-    _save(fig, out)
+    save_figure(fig, out)
 
 
-def _at_shape(df: pd.DataFrame, shape) -> pd.DataFrame:
+def at_shape(df: pd.DataFrame, shape) -> pd.DataFrame:
     m, n, k = shape
     return df[(df.m == m) & (df.n == n) & (df.k == k)]
 
 
 def ladder_bars(bench: pd.DataFrame, out: Path, *, order: list[str], shape) -> None:
     """TFLOP/s of every stage at one shape, annotated with % of cuBLAS; cuBLAS as a dashed line."""
-    ok = _at_shape(bench[bench.status == "ok"], shape) if "status" in bench else bench.iloc[0:0]
+    ok = at_shape(bench[bench.status == "ok"], shape) if "status" in bench else bench.iloc[0:0]
     kernels = [k for k in order if k in set(ok.kernel) and k not in REFERENCE_LINES]
     if not kernels:
         placeholder(out, f"no verified results at {shape}")
@@ -175,14 +175,14 @@ def ladder_bars(bench: pd.DataFrame, out: Path, *, order: list[str], shape) -> N
     ax.set_ylabel("TFLOP/s (median)")
     ax.set_title(f"The ladder at {shape[0]}x{shape[1]}x{shape[2]} (labels: % of cuBLAS)")
     plt.setp(ax.get_xticklabels(), rotation=35, ha="right")
-    _save(fig, out)
+    save_figure(fig, out)
 
 
 def accuracy_points(bench: pd.DataFrame, checks: pd.DataFrame, *, order: list[str], shape,
                     precision: dict[str, str]) -> pd.DataFrame:
     """One row per implementation with a verified timing at ``shape`` and check runs: its TFLOP/s there,
     its worst relative error over the runs that multiply (alpha = 0 runs check beta * C only), its class."""
-    ok = _at_shape(bench[bench.status == "ok"], shape) if "status" in bench else bench.iloc[0:0]
+    ok = at_shape(bench[bench.status == "ok"], shape) if "status" in bench else bench.iloc[0:0]
     ran = checks[checks.status != "skipped"] if len(checks) and "status" in checks else checks.iloc[0:0]
     if len(ran) and "mode" in ran:
         ran = ran[ran["mode"] != "alpha0"]
@@ -198,7 +198,7 @@ def accuracy_speed(bench: pd.DataFrame, checks: pd.DataFrame, out: Path, *, orde
     """Worst relative error over the check runs (x, log) against TFLOP/s at ``shape`` (y), one point
     per implementation that has both, coloured by precision class. Uniform inputs only: the other input
     distributions have a table of their own in the report."""
-    _save_or_say(accuracy_figure(bench, checks, order=order, shape=shape, precision=precision), out,
+    save_or_say(accuracy_figure(bench, checks, order=order, shape=shape, precision=precision), out,
                  f"no implementation has both check runs and a timing at {shape}")
 
 
@@ -220,11 +220,11 @@ def accuracy_figure(bench: pd.DataFrame, checks: pd.DataFrame, *, order: list[st
     ax.set_ylabel(f"TFLOP/s at {shape[0]}x{shape[1]}x{shape[2]} (median)")
     ax.set_title("Accuracy against speed")
     ax.legend(title="precision", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    _place_labels(fig, ax, data)
+    place_labels(fig, ax, data)
     return fig
 
 
-def _place_labels(fig, ax, data: pd.DataFrame, pad_px: float = 2.0, *, x: str = "rel_err", y: str = "tflops") -> None:
+def place_labels(fig, ax, data: pd.DataFrame, pad_px: float = 2.0, *, x: str = "rel_err", y: str = "tflops") -> None:
     """Labels (column ``kernel``) beside their points at columns ``x``, ``y`` (left of those near the right
     edge), each moved up past any label already placed that it would cover (lowest point first), with a
     leader line where one had to move."""
@@ -295,7 +295,7 @@ def compare_runs(df: pd.DataFrame, out: Path, *, order: list[str]) -> None:
         ax.invert_yaxis()
         ax.set_xlabel(f"speed-up of {run} over {at.run_a.iloc[0]} (median time ratio, 95% interval)")
         ax.set_title(f"{int(big.m)}x{int(big.n)}x{int(big.k)}: {at.gpu_b.iloc[0]} vs {at.gpu_a.iloc[0]}", fontsize=10)
-    _save(fig, out)
+    save_figure(fig, out)
 
 
 def _speedup_heatmap(part: pd.DataFrame, ax, *, order: list[str]) -> None:

@@ -14,11 +14,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from .plots import _at_shape, _place_labels, _save, _save_or_say, placeholder  # noqa: E402
+from .plots import at_shape, place_labels, save_figure, save_or_say, placeholder  # noqa: E402
 
 
 def _metric_table(ncu: pd.DataFrame, shape) -> pd.DataFrame:
-    ok = _at_shape(ncu[ncu.status == "ok"], shape) if len(ncu) else ncu
+    ok = at_shape(ncu[ncu.status == "ok"], shape) if len(ncu) else ncu
     if ok.empty:
         return pd.DataFrame()
     return ok.pivot_table(index="kernel", columns="metric", values="value", aggfunc="first")
@@ -33,7 +33,7 @@ def roofline(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, out: Path, 
     if isinstance(fig, str):  # nothing to draw: a picture saying why
         placeholder(out, fig)
     else:
-        _save(fig, out)
+        save_figure(fig, out)
 
 
 def roofline_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, order: list[str], shape,
@@ -41,7 +41,7 @@ def roofline_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, o
     """The figure of :func:`roofline`, or a string saying why there is none. ``precision``: stage ->
     precision class (fp32, tf32, 3xtf32; a stage not in it counts as fp32)."""
     table = _metric_table(ncu, shape)
-    ok = _at_shape(bench[bench.status == "ok"], shape).set_index("kernel")
+    ok = at_shape(bench[bench.status == "ok"], shape).set_index("kernel")
     if table.empty or "dram_bytes_read" not in table:
         return "roofline: no Nsight Compute metrics (profiling disabled or unavailable)"
     if "fp32_tflops" not in ceilings:
@@ -93,7 +93,7 @@ def roofline_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, o
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)  # outside the data
     if len(pts):
         crowded = _crowded(fig, ax, pts)
-        _place_labels(fig, ax, pts[~crowded].assign(kernel=pts.label[~crowded]), x="intensity", y="tflops")
+        place_labels(fig, ax, pts[~crowded].assign(kernel=pts.label[~crowded]), x="intensity", y="tflops")
         if crowded.sum() > 1:
             _zoom(fig, ax, pts[crowded], pts[~crowded], colours, roofs=[(peak, "-", 2), *(
                 [(tensor, "--", 1.5), (tensor / 3, ":", 1)] if tensor else [])], bw=bw)
@@ -153,7 +153,7 @@ def _zoom(fig, ax, crowded: pd.DataFrame, others: pd.DataFrame, colours: dict, *
     ins.tick_params(which="both", labelsize=6)
     ins.set_facecolor("white")
     ins.set_title("zoomed: the crowded points", fontsize=7)
-    _place_labels(fig, ins, crowded.assign(kernel=crowded.label), x="intensity", y="tflops")
+    place_labels(fig, ins, crowded.assign(kernel=crowded.label), x="intensity", y="tflops")
     ax.indicate_inset_zoom(ins, edgecolor="0.4")
 
 
@@ -172,7 +172,7 @@ STALL_ORDER = ["long_scoreboard", "short_scoreboard", "mio_throttle", "barrier",
 def stall_bars(ncu: pd.DataFrame, out: Path, *, order: list[str], shape) -> None:
     """Warp stalls per stage: the stall cycles per issued instruction (log axis), and beside them each
     reason's share of those cycles (linear, 100% a bar); legend outside the data."""
-    _save_or_say(stall_figure(ncu, order=order, shape=shape), out, "warp stalls: no Nsight Compute metrics")
+    save_or_say(stall_figure(ncu, order=order, shape=shape), out, "warp stalls: no Nsight Compute metrics")
 
 
 def stall_figure(ncu: pd.DataFrame, *, order: list[str], shape):
@@ -211,7 +211,7 @@ def stall_figure(ncu: pd.DataFrame, *, order: list[str], shape):
 
 def memory_occupancy(ncu: pd.DataFrame, out: Path, *, order: list[str], shape) -> None:
     """Shared-memory bank conflicts (extra wavefronts per request) and achieved vs theoretical occupancy."""
-    _save_or_say(memory_figure(ncu, order=order, shape=shape), out,
+    save_or_say(memory_figure(ncu, order=order, shape=shape), out,
                  "bank conflicts / occupancy: no Nsight Compute metrics")
 
 

@@ -17,9 +17,9 @@ from ..measure.foreign import LOOKBACK_S
 from .markdown import md_table, md_text
 from .problems import disturbance_summary, failed_steps_section, failure_section
 from .summary import contents, summary_section
-from .stage_tables import (NCU_KEYS, _num, dispatch_table, eval_list, model_table, ncu_table, not_profiled,
+from .stage_tables import (NCU_KEYS, num_text, dispatch_table, eval_list, model_table, ncu_table, not_profiled,
                            occupancy_limiter, sweep_summary, top_stalls)
-from .tables import (_at, _fmt, accuracy_table, check_status, cpu_table, epilogue_table, fp32_accurate_table,
+from .tables import (row_at, fmt_value, accuracy_table, check_status, cpu_table, epilogue_table, fp32_accurate_table,
                      headline_shape, headline_table, ladder_table, sanitize_table, sass_table, shape_label,
                      suite_table)
 from .numbers import unsteady_note
@@ -264,20 +264,20 @@ def _stage(run: _Run, spec) -> list[str]:
             out.append(f"Build: {int(r['registers'])} registers/thread, {int(r['shared_static_bytes'])} B static shared "
                        f"memory/block, {int(r['local_bytes'])} B local memory/thread; parameters {r['params']}.")
     mine = ok[ok.kernel == spec.id]
-    r = _at(ok, spec.id, hs) if hs else None
+    r = row_at(ok, spec.id, hs) if hs else None
     if r is not None:
         of = "cuBLAS TF32" if r.get("baseline") == "cublas_tf32" else "cuBLAS"
-        out.append(f"At {shape_label(*hs)}: **{r.tflops:.2f} TFLOP/s, {_fmt(r.pct_cublas, '.1f')}% of {of}** "
+        out.append(f"At {shape_label(*hs)}: **{r.tflops:.2f} TFLOP/s, {fmt_value(r.pct_cublas, '.1f')}% of {of}** "
                    f"(median {r.median_ms:.3f} ms, IQR {r.iqr_ms:.3f} ms over {int(r.reps)} runs).")
     elif len(mine):
         big = mine.assign(f=mine.m * mine.n * mine.k).sort_values("f").iloc[-1]
         out.append(f"Largest size run, {shape_label(big.m, big.n, big.k)}: {big.tflops * 1e3:.2f} GFLOP/s"
-                   + (f", {_fmt(big.pct_cublas, '.2f')}% of cuBLAS." if big.pct_cublas == big.pct_cublas else "."))
+                   + (f", {fmt_value(big.pct_cublas, '.2f')}% of cuBLAS." if big.pct_cublas == big.pct_cublas else "."))
     out += [f"Correctness: {check_status(run.checks, spec.id)}."]
     if spec.id in prof.index:
         r = prof.loc[spec.id]
         vals = [f"{label} {r[key] / 1e6:.3f} ms" if key == "duration" else
-                f"{label} {_num(r[key])}{'B' if 'bytes' in key else ''}"
+                f"{label} {num_text(r[key])}{'B' if 'bytes' in key else ''}"
                 for key, label in NCU_KEYS if key in r and r[key] == r[key]]
         ach, theo = r.get("achieved_occupancy_pct", math.nan), r.get("theoretical_occupancy_pct", math.nan)
         over = (" The achieved occupancy is above the theoretical one, as Nsight Compute reported both: it samples "

@@ -10,7 +10,7 @@ from ..config.records import LabConfig
 from ..errors import LabError
 from ..profiling.ncu import OCCUPANCY_LIMITS
 from .markdown import md_table
-from .tables import _fmt, shape_label
+from .tables import fmt_value, shape_label
 
 def sweep_summary(spec, df: pd.DataFrame) -> list[str]:
     from ..dispatch.autotune import eligible
@@ -68,7 +68,7 @@ def dispatch_table(cfg: LabConfig, spec, rows: pd.DataFrame) -> list[str]:
             gap = r.rule_gap
             row += [str(int(r.rule_candidate)), f"**{gap:.3f}×**" if gap == gap and gap > RULE_CLOSE
                     else (f"{gap:.3f}×" if gap == gap else "not verified")]
-        body.append(row + [_fmt(r.registers, ".0f")])
+        body.append(row + [fmt_value(r.registers, ".0f")])
     head = ["shape", "fastest", "parameters (vs base)", "TFLOP/s", "next best", "margin"]
     if not ruled:
         return [f"Dispatch table ({len(mine)} shapes measured by the shape sweep, `dispatch/{spec.id}.csv`; a shape "
@@ -101,7 +101,7 @@ def ncu_table(ncu: pd.DataFrame, shape) -> pd.DataFrame:
     return ok.pivot_table(index="kernel", columns="metric", values="value", aggfunc="first")
 
 
-def _num(x) -> str:
+def num_text(x) -> str:
     if x != x:
         return "–"
     for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
@@ -208,8 +208,8 @@ def model_table(cfg: LabConfig, ncu: pd.DataFrame, shape, dispatch: pd.DataFrame
         l2 = meas["l2_sectors_read_by_sm"] * 32 if meas is not None and "l2_sectors_read_by_sm" in meas else float("nan")
         dram = (meas["dram_bytes_read"] + meas.get("dram_bytes_write", 0.0)) if meas is not None and "dram_bytes_read" in meas else float("nan")
         ffma = meas["ffma_thread_instructions"] / (sh.m * sh.n * sh.k) if meas is not None and "ffma_thread_instructions" in meas else float("nan")
-        rows.append([f"`{spec.id}`", tr.global_coeff, tr.smem_coeff, f"{tr.intensity:g}", _num(tr.predicted_bytes) + "B",
-                     _num(l2) + "B", _fmt(l2 / tr.predicted_bytes, ".2f"), _num(dram) + "B", _fmt(ffma, ".3f")])
+        rows.append([f"`{spec.id}`", tr.global_coeff, tr.smem_coeff, f"{tr.intensity:g}", num_text(tr.predicted_bytes) + "B",
+                     num_text(l2) + "B", fmt_value(l2 / tr.predicted_bytes, ".2f"), num_text(dram) + "B", fmt_value(ffma, ".3f")])
     if not rows:
         return None
     return md_table(["stage", "global loads / result", "shared loads / result", "intensity (flop/B)",

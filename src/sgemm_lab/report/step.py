@@ -13,9 +13,9 @@ from pathlib import Path
 
 from ..config.records import LabConfig
 from ..errors import LabError
-from ..pipeline import io, outcome
-from ..pipeline.common import add_provenance, log, one_gpu_model
-from ..pipeline.outcome import FAILED, StepStatus, first_line
+from ..results import io, outcome
+from ..results.common import add_provenance, log, one_gpu_model
+from ..results.outcome import FAILED, StepStatus, first_line
 from ..profiling.step import PROFILE_COLUMNS
 from ..sanitizers.step import SANITIZE_COLUMNS
 from .html import fragment
@@ -52,7 +52,7 @@ def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_c
               sanitize_out: Path, dispatch_out: Path | None = None) -> None:
     import pandas as pd
 
-    from ..dispatch.steps import DISPATCH_COLUMNS, dispatch_rows
+    from ..dispatch.choice import DISPATCH_COLUMNS, dispatch_rows
     from .tables import collect_bench
 
     # everything is read (and refused, if damaged) before the first file is written
@@ -337,7 +337,7 @@ def html_report(run_dir: Path, configfiles: list[Path] = (), *, log_path: Path |
     import subprocess
     import sys
 
-    from ..pipeline.logs import append
+    from ..results.logs import append
 
     out = Path(run_dir) / "report.html"
     cmd = [sys.executable, "-m", "snakemake", "--report", str(out), "--nolock", "--config", f"run={Path(run_dir).name}"]

@@ -19,7 +19,7 @@ from ..config.records import LabConfig, Shape
 from ..config.shape_classes import CLASSES, classes_of
 from .markdown import anchor, md_table
 from .numbers import UNSTEADY_NOTE, unsteady
-from .tables import _at, fp32_accurate_stages, geomean, shape_label
+from .tables import row_at, fp32_accurate_stages, geomean, shape_label
 
 CLASS_NAMES = {"long_k": "small output, long K", "skinny": "skinny (GEMV-like)", "short_k": "short K",
                "odd": "odd sizes", "tall_skinny": "tall-skinny", "square": "large squares"}
@@ -47,7 +47,7 @@ def _races(cfg: LabConfig, checks: pd.DataFrame | None) -> list[tuple[str, str, 
 
 
 def _verified(ok: pd.DataFrame, impl: str, s: Shape) -> pd.Series | None:
-    row = _at(ok, impl, (s.m, s.n, s.k))
+    row = row_at(ok, impl, (s.m, s.n, s.k))
     if row is None or ("verified" in row and not bool(row["verified"])):
         return None
     return row

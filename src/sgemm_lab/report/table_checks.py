@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..pipeline.io import DamagedFile
+from ..results.io import DamagedFile
 
 SHAPE = ("m", "n", "k")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")

@@ -43,7 +43,7 @@ def shape_label(m: int, n: int, k: int) -> str:
     return f"{m}³" if m == n == k else f"{m}×{n}×{k}"
 
 
-def _fmt(x, spec: str, dash: str = "–") -> str:
+def fmt_value(x, spec: str, dash: str = "–") -> str:
     return dash if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
@@ -73,8 +73,8 @@ def sass_table(cfg: LabConfig, builds: pd.DataFrame) -> str | None:
         if r.empty or pd.isna(r.iloc[0].get("sass_total")):
             continue
         r = r.iloc[0]
-        rows.append([f"`{spec.id}`", spec.precision, *(_fmt(r.get(f"sass_{f.lower()}"), ".0f") for f in FAMILIES),
-                     _fmt(r["sass_total"], ".0f")])
+        rows.append([f"`{spec.id}`", spec.precision, *(fmt_value(r.get(f"sass_{f.lower()}"), ".0f") for f in FAMILIES),
+                     fmt_value(r["sass_total"], ".0f")])
     if not rows:
         return None
     return md_table(["stage", "precision", *FAMILIES, "all"], rows, align="ll" + "r" * (len(FAMILIES) + 1))
@@ -131,7 +131,7 @@ def suite_table(cfg: LabConfig, ok: pd.DataFrame, ceilings: dict | None = None) 
     rows, ratios, missing, points = [], [], [], []
     for s in cfg.suite:
         label = shape_label(s.m, s.n, s.k)
-        ref, best = _suite_point(ok, stages, s)
+        ref, best = suite_point(ok, stages, s)
         if best is None:
             missing.append(label)
             rows.append([label, f"{ref.tflops:.2f}" if ref is not None else "–",
@@ -150,7 +150,7 @@ def suite_table(cfg: LabConfig, ok: pd.DataFrame, ceilings: dict | None = None) 
            md_table(["shape", "cuBLAS TFLOP/s", "best stage", "TFLOP/s", "ratio", "ratio range (quartiles)"], rows,
                     align="lrlrrr")] + unsteady_note(rows)
     if ratios:
-        out += ["", _over_suite(ratios)
+        out += ["", over_suite(ratios)
                 + (f" No verified stage or no cuBLAS timing at: {', '.join(missing)} (not in the mean)." if missing else "")]
     out += memory_bound_lines(points, ceilings)
     return out + [""]
@@ -186,10 +186,10 @@ def memory_bound_lines(points: list, ceilings: dict | None) -> list[str]:
                 + f". The measured device-to-device copy: {copy:.0f} GB/s (read + write)."]
 
 
-def _suite_point(ok: pd.DataFrame, stages: list[str], s) -> tuple[pd.Series | None, pd.Series | None]:
+def suite_point(ok: pd.DataFrame, stages: list[str], s) -> tuple[pd.Series | None, pd.Series | None]:
     """cuBLAS's row at suite shape ``s`` and the fastest verified row of ``stages`` there (None where
     either is missing: the shape is left out of the ratios)."""
-    ref = _at(ok, "cublas", (s.m, s.n, s.k))
+    ref = row_at(ok, "cublas", (s.m, s.n, s.k))
     here = ok[(ok.m == s.m) & (ok.n == s.n) & (ok.k == s.k) & ok.kernel.isin(stages)]
     here = here[here.verified.astype(bool)] if "verified" in here else here.iloc[0:0]
     return ref, (here.loc[here.tflops.idxmax()] if ref is not None and len(here) else None)
@@ -201,7 +201,7 @@ def geomean(values) -> float:
     return math.exp(sum(map(math.log, values)) / len(values))
 
 
-def _over_suite(ratios: list[tuple[float, str]]) -> str:
+def over_suite(ratios: list[tuple[float, str]]) -> str:
     """The geometric mean and the minimum of (ratio, shape label) pairs, as the suite tables state them."""
     geo = geomean(r for r, _ in ratios)
     low, at = min(ratios)
@@ -238,7 +238,7 @@ def fp32_accurate_table(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame |
     rows, ratios, use = [], [], {}
     for s in cfg.suite:
         label = shape_label(s.m, s.n, s.k)
-        ref, best = _suite_point(ok, stages, s)
+        ref, best = suite_point(ok, stages, s)
         if best is None:
             rows.append([label, "–" if ref is None else f"{ref.tflops:.2f}", "no verified FP32-accurate stage", "–",
                          "–", "`cublas`" if ref is not None else "–"])
@@ -260,7 +260,7 @@ def fp32_accurate_table(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame |
            md_table(["shape", "cuBLAS TFLOP/s", "best FP32-accurate stage", "TFLOP/s", "ratio", "fastest"], rows,
                     align="lrlrrl")] + unsteady_note(rows)
     if ratios:
-        out += ["", _over_suite(ratios)]
+        out += ["", over_suite(ratios)]
     out += ["", "Which to use for FP32 accuracy on these shapes: "
             + "; ".join(f"`{k}` at {', '.join(v)}" for k, v in sorted(use.items(), key=lambda kv: -len(kv[1]))) + "."]
     return out + [""]
@@ -292,7 +292,7 @@ def ladder_table(cfg: LabConfig, bench: pd.DataFrame, checks: pd.DataFrame, outc
             else:
                 wrong = "" if r["verified"] else " ✗"
                 of = " of TF32" if r.get("baseline") == "cublas_tf32" else ""
-                cells.append(f"{r['tflops']:.2f}{mark(r)} ({_fmt(r['pct_cublas'], '.1f')}%{of}){wrong}")
+                cells.append(f"{r['tflops']:.2f}{mark(r)} ({fmt_value(r['pct_cublas'], '.1f')}%{of}){wrong}")
         problem = stage_problem(outcomes, impl)
         status = check_status(checks, impl)
         status = f"{problem} (see Failures)" if problem and status in ("not checked", "all shapes skipped") else status
@@ -312,7 +312,7 @@ def headline_shape(cfg: LabConfig, ok: pd.DataFrame) -> tuple[int, int, int] | N
     return (int(r.m), int(r.n), int(r.k))
 
 
-def _at(df: pd.DataFrame, impl: str, shape) -> pd.Series | None:
+def row_at(df: pd.DataFrame, impl: str, shape) -> pd.Series | None:
     m, n, k = shape
     r = df[(df.kernel == impl) & (df.m == m) & (df.n == n) & (df.k == k)]
     return r.iloc[0] if len(r) else None
@@ -321,12 +321,12 @@ def _at(df: pd.DataFrame, impl: str, shape) -> pd.Series | None:
 def headline_table(cfg: LabConfig, ok: pd.DataFrame, shape) -> str:
     rows, prev = [], None
     for impl in cfg.implementations:
-        r = _at(ok, impl, shape)
+        r = row_at(ok, impl, shape)
         if r is None:
             continue
         step = f"{r.tflops / prev:.2f}×" if prev and impl not in BASELINES else ""
         of = " of TF32" if r.get("baseline") == "cublas_tf32" else ""
-        rows.append([f"`{impl}`", f"{r.tflops:.2f}{mark(r)}", _fmt(r.pct_cublas, ".1f") + "%" + of, step,
+        rows.append([f"`{impl}`", f"{r.tflops:.2f}{mark(r)}", fmt_value(r.pct_cublas, ".1f") + "%" + of, step,
                      f"{r.median_ms:.3f}", f"{r.iqr_ms:.3f}"])
         if impl not in BASELINES:
             prev = r.tflops
@@ -342,11 +342,11 @@ def cpu_table(cfg: LabConfig, ok: pd.DataFrame) -> str | None:
     sizes = cpu.groupby(["m", "n", "k"]).kernel.nunique()
     full = sizes[sizes == sizes.max()]
     m, n, k = max(full.index, key=lambda t: t[0] * t[1] * t[2])
-    refs = {c: _at(ok, c, (m, n, k)) for c in cpu_ids}
+    refs = {c: row_at(ok, c, (m, n, k)) for c in cpu_ids}
     refs = {c: r for c, r in refs.items() if r is not None}
     rows = []
     for impl in cfg.implementations:
-        r = _at(ok, impl, (m, n, k))
+        r = row_at(ok, impl, (m, n, k))
         if r is None:
             continue
         rows.append([f"`{impl}`", rate(r.tflops)] + [ratio_text(r.tflops / ref.tflops) for ref in refs.values()])

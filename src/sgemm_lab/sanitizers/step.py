@@ -7,9 +7,10 @@ from pathlib import Path
 
 from ..config.records import LabConfig
 from ..measure.gpulock import gpu_lock
-from ..pipeline import io
-from ..pipeline.common import load_spec, log
-from ..pipeline.outcome import FAILED, UNAVAILABLE, NotRun, StepStatus
+from ..results import io
+from ..dispatch.resolve import load_spec
+from ..results.common import log
+from ..results.outcome import FAILED, UNAVAILABLE, NotRun, StepStatus
 
 
 SANITIZE_COLUMNS = ["kernel", "tool", "status", "summary", "log", "m", "n", "k"]

@@ -13,9 +13,9 @@ from pathlib import Path
 from ..config.records import LabConfig
 from ..errors import CompileError, LabError
 from ..measure.gpulock import gpu_lock
-from ..pipeline import io
-from ..pipeline.outcome import StepStatus
-from . import choice
+from ..results import io
+from ..results.outcome import StepStatus
+from ..dispatch import choice
 
 log = logging.getLogger("sgemm_lab")
 
@@ -32,8 +32,9 @@ def shape_sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
     from ..gpu.build import compile_many, prebuilt_dir
     from ..gpu.compile import compile_options, source_hash
     from ..gpu.device import DeviceInfo
-    from ..pipeline.common import load_spec, machine, point_problems
-    from ..pipeline.sweep import time_points
+    from ..dispatch.resolve import load_spec
+    from ..results.common import machine, point_problems
+    from .sweep import time_points
 
     spec = load_spec(cfg, kernel, None)
     env = io.read_json(env_json)
@@ -81,8 +82,8 @@ def build_dispatch(cfg: LabConfig, kernel: str, *, env_json: Path, shape_sweep: 
     from ..gpu.build import compile_many, prebuilt_dir
     from ..gpu.compile import source_hash
     from ..gpu.device import device_info
-    from ..pipeline.common import load_spec
-    from .launch import DispatchLauncher
+    from ..dispatch.resolve import load_spec
+    from ..dispatch.launch import DispatchLauncher
 
     if shape_sweep is None:
         raise LabError(f"kernel {kernel}: a dispatch stage is built from its shape sweep, and none was given")
@@ -129,20 +130,3 @@ def build_dispatch(cfg: LabConfig, kernel: str, *, env_json: Path, shape_sweep: 
                                         local_bytes=res[i]["local_bytes"]) for i in used})
     io.write_bytes(binary_out, binary)
     io.write_json(record_out, rec)
-
-
-DISPATCH_COLUMNS = ["kernel", "m", "n", "k", "candidate", "params", "tflops", "median_ms", "runner_up", "margin",
-                    "rule_candidate", "rule_gap", "registers", "local_bytes"]
-
-
-def dispatch_rows(builds: list[dict]) -> list[dict]:
-    """The dispatch tables of the build records as tidy rows (one per stage and measured shape)."""
-    rows = []
-    for b in builds:
-        cands = b.get("candidates") or {}
-        for e in b.get("dispatch_table") or []:
-            res = cands.get(str(e["candidate"]), {})
-            rows.append(dict(kernel=b["kernel"], **{"rule_candidate": None, "rule_gap": None, **e,
-                                                    "params": json.dumps(e["params"], sort_keys=True)},
-                             registers=res.get("registers"), local_bytes=res.get("local_bytes")))
-    return rows

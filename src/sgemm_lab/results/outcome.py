@@ -17,6 +17,9 @@ from typing import Iterable
 
 OK, FAILED, NOT_RUN, UNAVAILABLE = "ok", "failed", "not run", "unavailable"
 STATUSES = (OK, FAILED, NOT_RUN, UNAVAILABLE)
+# a point's row status (not a step's): verified, but other work shared the GPU on every timed try
+# (``measure.foreign``); its timing is kept for inspection only
+DISTURBED = "disturbed"
 COLUMNS = ["step", "kernel", "status", "message", "log", "seconds"]
 # steps.csv: a run from before ``reused`` has the first six only, one from before ``gpus`` the first seven
 WRITTEN = COLUMNS + ["reused", "gpus", "slurm_job"]

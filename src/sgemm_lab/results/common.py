@@ -1,20 +1,19 @@
-"""What every step shares: seeds, the concrete spec of an implementation, CUDA errors as one line,
-the verdict on a list of points, and the provenance columns of result rows (one GPU model per run).
+"""What every step shares: seeds, CUDA errors as one line, the verdict on a list of points, and the
+provenance columns of result rows (one GPU model per run). (The concrete spec of an implementation is
+``dispatch.resolve.load_spec``; a runner for one, ``measure.runners.runner_for``.)
 """
 
 from __future__ import annotations
 
 import logging
 import zlib
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config.records import BASELINES, KernelSpec, LabConfig, Shape
+from ..config.records import LabConfig, Shape
 from ..errors import LabError
-from . import io
-from .outcome import FAILED, NotRun, StepStatus, first_line
+from .outcome import DISTURBED, FAILED, StepStatus, first_line
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,30 +32,7 @@ def base_seed(cfg: LabConfig) -> int:
     return cfg.seed if cfg.seed is not None else int(np.random.SeedSequence().entropy % (2**63))
 
 
-def load_spec(cfg: LabConfig, impl: str, record: Path | None) -> KernelSpec | None:
-    """The concrete spec of ``impl`` (None for a library baseline), autotuned stages resolved from their
-    build record, dispatch stages as their base. Raises NotRun when that record says the build failed."""
-    from ..dispatch import choice
-    from ..dispatch.autotune import resolve
-
-    if impl in BASELINES:
-        return None
-    spec = cfg.kernel(impl)
-    rec = io.read_json(record) if record is not None else None
-    if rec is not None and rec.get("status", "ok") != "ok":
-        raise NotRun(f"build failed: {rec.get('message', '')}".rstrip(": "))
-    if spec.dispatched:
-        return choice.resolve(cfg, spec)
-    return resolve(cfg, spec, rec) if spec.autotuned else spec
-
-
-def _runner(cfg: LabConfig, impl: str, binary: Path | None, record: Path | None):
-    from ..measure.runners import make_runner
-
-    return make_runner(cfg, impl, load_spec(cfg, impl, record), binary)
-
-
-class _Guard:
+class Guard:
     """Turns CUDA driver errors into one-line LabErrors naming what was running."""
 
     def __init__(self, what: str):
@@ -77,8 +53,6 @@ def point_problems(rows: list[dict], good: tuple[str, ...], what: str = "points"
     A ``disturbed`` point (verified, but timed while other work shared the GPU, see ``measure.foreign``) is no
     failure of the kernel: the step stays ``ok``, its message counts those points and names the first,
     and the log warns; beside a failure, the failure's message counts them too."""
-    from ..measure.foreign import DISTURBED
-
     def where(r: dict) -> str:
         return r["params"] if "params" in r else f"{r['m']}x{r['n']}x{r['k']}"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .device import device_info, driver
-from .timing import time_launches
+from ..gpu.device import device_info, driver
+from ..gpu.timing import time_launches
 
 _FMA_PROBE = r"""
 // Each thread runs CHAINS independent FMA chains (enough to hide the FMA latency), ITERS deep.
@@ -74,11 +74,11 @@ TF32_ARCH = "sm_90a"  # wgmma exists on compute capability 9.0 only, built for i
 
 def compile_probes(arch: str) -> dict[str, bytes]:
     """The probes' binaries for ``arch`` (nvcc only, no GPU: compiled before the step takes the GPU)."""
-    from .build import _nvcc
+    from ..gpu.build import nvcc
 
-    out = {"fma": _nvcc("ceilings (FMA probe)", _FMA_PROBE, ["-O3", f"-DCHAINS={FMA_CHAINS}"], arch)}
+    out = {"fma": nvcc("ceilings (FMA probe)", _FMA_PROBE, ["-O3", f"-DCHAINS={FMA_CHAINS}"], arch)}
     if arch == "sm_90":
-        out["tf32"] = _nvcc("ceilings (TF32 probe)", _TF32_PROBE, ["-O3", f"-DGROUP={TF32_GROUP}"], TF32_ARCH)
+        out["tf32"] = nvcc("ceilings (TF32 probe)", _TF32_PROBE, ["-O3", f"-DGROUP={TF32_GROUP}"], TF32_ARCH)
     return out
 
 
@@ -91,7 +91,7 @@ def measure_ceilings(cubins: dict[str, bytes], *, warmup_ms: float = 300, reps: 
     Each is watched for other work on the GPU like a bench point (``measure.foreign``): tried again while
     there is some, and its record says what was seen (``disturbance``) and whether every try was
     disturbed (``disturbed``). Call it holding the GPU lock exclusively."""
-    from ..measure.foreign import Watch, note_before_cuda_once, undisturbed
+    from .foreign import Watch, note_before_cuda_once, undisturbed
 
     note_before_cuda_once()  # (which processes held the GPU before this one started CUDA)
     cuda = driver()
