@@ -8,7 +8,7 @@ from pathlib import Path
 import sgemm_lab
 
 ROOT = Path(sgemm_lab.__file__).parent
-MAX_TOP_LEVEL = 12   # modules and packages directly in sgemm_lab, __init__.py not counted
+MAX_TOP_LEVEL = 13   # modules and packages directly in sgemm_lab, __init__.py not counted
 MAX_LINES = 400
 
 
