@@ -42,3 +42,14 @@ def test_relative_links_resolve(page):
         if not (page.parent / path).exists():
             broken.append(target)
     assert not broken
+
+
+def test_the_numbers_on_the_stage_pages_are_what_the_reference_run_gives():
+    """Each page's "Numbers now" section is what tools/notes_numbers.py writes from reports/h100/bench.csv:
+    nothing in it typed by hand, and none of it left behind by a new reference run."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, str(ROOT / "tools" / "notes_numbers.py"), "--check"], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
