@@ -47,7 +47,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
-from ..results.outcome import DISTURBED  # noqa: F401 - the status this module gives, defined with the others
+from ..results.outcome import DISTURBED
 from .processes import (NVML_SUCCESS, PROCESS_LISTS, listed_pids, own_pids, process_name, run_pids,
                         utilisation_samples)
 

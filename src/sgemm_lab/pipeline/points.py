@@ -82,7 +82,8 @@ def _outcome_rows(kind: str, impl: str, o, total: int, log=log) -> list[dict]:
                      "pass" if r["passed"] else "FAIL " + r["reason"], r["rel_err"], r["tolerance"],
                      r.get("cublas_rel_err", float("nan")))
         else:
-            from ..measure.foreign import DISTURBED, log_note
+            from ..measure.foreign import log_note
+            from ..results.outcome import DISTURBED
 
             (log.warning if r["status"] == DISTURBED else log.info)(
                 "%s: %.3f TFLOP/s (median %.4f ms, IQR %.4f ms, %d reps, SM %s->%s MHz)%s%s", tag, r["tflops"],
