@@ -84,8 +84,9 @@ def test_the_conda_environment_holds_the_pipeline_pins_themselves():
 
 
 def test_a_wheel_of_the_package_carries_what_it_reads_beside_itself(tmp_path):
-    """The schema, the base config and the kernels go into the wheel (share/sgemm-lab), where
-    sgemm_lab.config.records finds them once the package is installed without its checkout."""
+    """The schema, the base config, the kernels and the reference run's tables go into the wheel
+    (share/sgemm-lab), where sgemm_lab.config.records finds them once the package is installed without
+    its checkout."""
     import zipfile
 
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
@@ -100,3 +101,5 @@ def test_a_wheel_of_the_package_carries_what_it_reads_beside_itself(tmp_path):
     assert share + "workflow/schemas/config.schema.yaml" in names and share + "config/config.yaml" in names
     kernels = {p.name for p in (ROOT / "kernels").iterdir() if p.suffix in (".cu", ".cuh", ".c")}
     assert {n.rsplit("/", 1)[1] for n in names if n.startswith(share + "kernels/")} == kernels
+    # the reference run's tables, which sgemm_lab.library.matmul ranks the stages by
+    assert {share + "reports/h100/bench.csv", share + "reports/h100/check.csv"} <= names

@@ -8,7 +8,8 @@ from sgemm_lab.config.geometry import unsupported_reason
 from sgemm_lab.config.load import load
 from sgemm_lab.config.records import Shape
 from sgemm_lab.errors import LabError
-from sgemm_lab.library import RACES, choose, matmul, offered, operand, ranking, resolved
+from sgemm_lab.library import (RACES, can_run, check_apart, choose, matmul, offered, operand, race_stages, ranking,
+                               resolved, run_tables)
 
 RUN = ROOT / "reports" / "h100"
 
@@ -83,3 +84,60 @@ def test_a_run_folder_without_tables_and_an_unknown_race_are_one_line_errors(cfg
         choose(cfg, tmp_path, Shape(m=64, n=64, k=64), "fp32")
     with pytest.raises(LabError, match="race 'fp16' is none of"):
         choose(cfg, RUN, Shape(m=64, n=64, k=64), "fp16")
+
+
+def test_an_address_off_a_16_byte_boundary_is_refused_in_one_line():
+    with pytest.raises(LabError, match="not on a 16-byte boundary") as err:
+        operand(Fake((3, 5), ptr=4096 + 4), "a")
+    assert "\n" not in str(err.value)
+
+
+def test_a_c_that_shares_memory_with_a_or_b_is_refused():
+    a, b = operand(Fake((4, 6), ptr=1 << 20), "a"), operand(Fake((6, 8), ptr=2 << 20), "b")
+    check_apart(a, b, operand(Fake((4, 8), ptr=3 << 20), "c"))  # apart: accepted
+    check_apart(a, b, operand(Fake((4, 8), ptr=(1 << 20) + 4 * 4 * 6), "c"))  # right after a's last float
+    for ptr, name in [((1 << 20) + 16, "a"), ((2 << 20) - 16, "b")]:
+        with pytest.raises(LabError, match=f"c overlaps {name}"):
+            check_apart(a, b, operand(Fake((4, 8), ptr=ptr), "c"))
+
+
+def test_the_array_interface_s_stream_is_kept_and_a_stream_object_gives_its_handle():
+    from sgemm_lab.gpu.interop import stream_handle
+
+    fake = Fake((3, 5))
+    fake.__cuda_array_interface__["stream"] = 0x7F00
+    assert operand(fake, "a").stream == 0x7F00 and operand(Fake((3, 5)), "a").stream is None
+
+    class TorchLike:
+        cuda_stream = 0x5000
+
+    class CupyLike:
+        ptr = 0x6000
+
+    assert (stream_handle(TorchLike()), stream_handle(CupyLike()), stream_handle(7), stream_handle(None)) == \
+        (0x5000, 0x6000, 7, None)
+    with pytest.raises(LabError, match="pass a CUDA stream handle"):
+        stream_handle("default")
+
+
+def test_the_fp32_accurate_race_is_the_stages_that_earned_the_label_in_the_run_s_checks(cfg):
+    ok, checks = run_tables(RUN)
+    earned = race_stages(cfg, "fp32_accurate", checks)
+    assert any(cfg.kernel(s).precision == "3xtf32" for s in earned)
+    # a stage that failed one check in the run is not in the race, whatever its precision class
+    failed = checks.copy()
+    failed.loc[failed.index[failed["kernel"] == earned[0]][0], "status"] = "fail"
+    assert earned[0] not in race_stages(cfg, "fp32_accurate", failed)
+    assert race_stages(cfg, "fp32_accurate", None) == []  # a run without checks earned no stage the label
+    assert set(race_stages(cfg, "fp32", checks)) == {k.id for k in cfg.kernels if k.precision == "fp32" and offered(k)}
+
+
+def test_a_stage_built_for_another_gpu_s_architecture_is_passed_over(cfg):
+    """On a GPU that is not Hopper, the sm_90a stages (wgmma, TMA) are not chosen: the next that builds is."""
+    shape = Shape(m=4096, n=4096, k=4096)
+    hopper = choose(cfg, RUN, shape, "fp32_accurate", arch="sm_90")
+    assert can_run(cfg, hopper, shape, "sm_90") and not can_run(cfg, hopper, shape, "sm_80")
+    other = choose(cfg, RUN, shape, "fp32_accurate", arch="sm_80")
+    assert other != hopper and can_run(cfg, other, shape, "sm_80")
+    order = ranking(cfg, RUN, shape, "fp32_accurate")
+    assert all(not can_run(cfg, s, shape, "sm_80") for s in order[:order.index(other)])

@@ -7,41 +7,55 @@ committed run measured fastest for the shape's class.
     b = cp.random.rand(3000, 2000, dtype=cp.float32)
     c = matmul(a, b)                       # a new array of a's kind; matmul(a, b, c, beta=1.0) updates c
 
-Arrays are float32, two-dimensional and row-major (C order), read through the CUDA array interface
-(``__cuda_array_interface__``: CuPy arrays, PyTorch CUDA tensors, Numba device arrays). The kernel runs on
-the legacy default stream of the primary context, which CuPy and PyTorch share: it follows the work they
-queued there and returns before it ends, as their own operations do.
+Arrays are float32, two-dimensional and row-major (C order), on the GPU of the lab's context (the first
+visible one; ``CUDA_DEVICE=<ordinal>`` picks another), their addresses 16-byte aligned (what the stages'
+vector and tensor-memory loads need), c apart from a and b; they are read through the CUDA array interface
+(``__cuda_array_interface__``: CuPy arrays, PyTorch CUDA tensors, Numba device arrays). The product runs in
+the order of the caller's stream (``stream=``, else the stream the arrays' interface names: the current
+stream of CuPy or PyTorch): after the work queued there, before the work queued there next, without
+waiting on the host (``gpu.interop``).
 
 Which stage runs (``stage=None``): the run's tables (``run``, default the committed H100 reference
 ``reports/h100``) are read as the report's summary reads them (``report.summary.pick``): among the stages
-of the race (``race``: ``"fp32"`` strict FP32, ``"fp32_accurate"`` with the 3xTF32 stages, ``"tf32"``),
-the one verified on the most shapes of the shape's class (``config.shape_classes``) with the highest
-geometric-mean speed against the race's cuBLAS there; stages timed on none of the class's shapes (or every
-stage, for a shape of no class) ranked after them the same way over all the run's shapes; the first in
-that order that can run this shape. Stages that need a run's sweeps to be built (autotuned, and dispatch
-stages without a rule) are not offered. Each stage is compiled once per process (nvcc, seconds).
+of the race (``race``: ``"fp32"`` strict FP32; ``"fp32_accurate"``, the stages that earned that label in
+the run's checks, 3xTF32 ones among them; ``"tf32"``), the one verified on the most shapes of the shape's
+class (``config.shape_classes``) with the highest geometric-mean speed against the race's cuBLAS there;
+stages timed on none of the class's shapes (or every stage, for a shape of no class) ranked after them the
+same way over all the run's shapes; the first in that order that can run this shape on this GPU (its
+target architecture, its compile, its launch limits). Stages that need a run's sweeps to be built
+(autotuned, and dispatch stages without a rule) are not offered. Each stage is compiled once per process
+and device (nvcc in this process, seconds); the configuration and the ranking of a class are read once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from .config.records import ROOT, KernelSpec, LabConfig, Shape
-from .errors import LabError
+from .errors import CompileError, LabError
 
 RACES = {"fp32": ("cublas", ("fp32",)), "fp32_accurate": ("cublas", ("fp32", "3xtf32")),
          "tf32": ("cublas_tf32", ("tf32",))}
 DEFAULT_RUN = ROOT / "reports" / "h100"
+DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
+ALIGN = 16  # bytes: the stages' 16-byte vector loads and the tensor memory accelerator's base addresses
 
 
 @dataclass(frozen=True, kw_only=True)
 class Operand:
-    """A row-major float32 matrix on the GPU: its device address and its shape."""
+    """A row-major float32 matrix on the GPU: its device address, its shape, and the stream its array
+    interface names (None: none named)."""
 
     ptr: int
     rows: int
     cols: int
+    stream: int | None = None
+
+    @property
+    def end(self) -> int:
+        return self.ptr + 4 * self.rows * self.cols
 
 
 def operand(x, name: str) -> Operand:
@@ -59,7 +73,20 @@ def operand(x, name: str) -> Operand:
     if strides is not None and shape[0] * shape[1] > 0 and tuple(strides) != (shape[1] * 4, 4):
         raise LabError(f"matmul: {name} is not row-major and contiguous (strides {tuple(strides)} bytes for "
                        f"shape {shape}); pass a C-ordered copy (.contiguous() in PyTorch, cupy.ascontiguousarray)")
-    return Operand(ptr=int(cai["data"][0]), rows=shape[0], cols=shape[1])
+    ptr = int(cai["data"][0])
+    if ptr % ALIGN:
+        raise LabError(f"matmul: {name} starts at {ptr:#x}, not on a {ALIGN}-byte boundary (a view into a "
+                       "larger array?); the stages' vector loads need one: pass a copy")
+    stream = cai.get("stream")
+    return Operand(ptr=ptr, rows=shape[0], cols=shape[1], stream=int(stream) if stream is not None else None)
+
+
+def check_apart(a: Operand, b: Operand, c: Operand) -> None:
+    """c must not share memory with a or b: the product would read what it has written."""
+    for name, x in (("a", a), ("b", b)):
+        if c.ptr < x.end and x.ptr < c.end:
+            raise LabError(f"matmul: c overlaps {name} in memory; the product would read what it writes: "
+                           "pass a separate c")
 
 
 def offered(spec: KernelSpec) -> bool:
@@ -73,61 +100,111 @@ def resolved(cfg: LabConfig, spec: KernelSpec) -> KernelSpec:
     return choice.resolve(cfg, spec) if spec.dispatched else spec
 
 
-def ranking(cfg: LabConfig, run: Path, shape: Shape, race: str) -> list[str]:
-    """The stages of ``race`` offered here, best first for ``shape``'s class by ``run``'s bench rows."""
-    import pandas as pd
-
-    from .config.shape_classes import classes_of
-    from .report.summary import class_shapes, pick
+def race_stages(cfg: LabConfig, race: str, checks) -> list[str]:
+    """The stages offered here that run in ``race``: for FP32-accurate, those that earned the label in
+    the run's checks (``report.tables.fp32_accurate_stages``: every check passed against cuBLAS strict
+    FP32 on the same inputs), as the report's summary has it."""
+    from .report.tables import fp32_accurate_stages
 
     if race not in RACES:
         raise LabError(f"matmul: race '{race}' is none of {', '.join(RACES)}")
-    table = run / "bench.csv"
+    ids = (fp32_accurate_stages(cfg, checks) if race == "fp32_accurate"
+           else [k.id for k in cfg.kernels if k.precision in RACES[race][1]])
+    return [i for i in ids if offered(cfg.kernel(i))]
+
+
+def run_tables(run: Path):
+    """A run's bench rows that ran (``bench.csv``, status ok) and its checks (``check.csv``, None where
+    the run has none), or one line naming what is missing."""
+    import pandas as pd
+
+    table = Path(run) / "bench.csv"
     if not table.is_file():
         raise LabError(f"matmul: no run's tables at {run} (its bench.csv): name a run folder (run=...) or a "
                        "stage (stage=...)")
     bench = pd.read_csv(table)
-    ok = bench[bench["status"] == "ok"]
-    baseline, precisions = RACES[race]
-    stages = [k.id for k in cfg.kernels if k.precision in precisions and offered(k)]
+    checks = Path(run) / "check.csv"
+    return bench[bench["status"] == "ok"], (pd.read_csv(checks) if checks.is_file() else None)
+
+
+def ranking(cfg: LabConfig, run: Path, shape: Shape, race: str) -> list[str]:
+    """The stages of ``race`` offered here, best first for ``shape``'s class by ``run``'s bench rows."""
+    from .config.shape_classes import classes_of
+    from .report.summary import class_shapes
+
+    if race not in RACES:
+        raise LabError(f"matmul: race '{race}' is none of {', '.join(RACES)}")
+    by_class = class_shapes(cfg)
+    cls = next((c for c in classes_of(shape) if c in by_class), None)
+    return list(_order(cfg, Path(run), cls, race))
+
+
+def _order(cfg: LabConfig, run: Path, cls: str | None, race: str) -> tuple[str, ...]:
+    from .report.summary import class_shapes, pick
+
+    ok, checks = run_tables(run)
+    stages = race_stages(cfg, race, checks)
     by_class = class_shapes(cfg)
     every = sorted({s for v in by_class.values() for s in v}, key=lambda s: (s.m, s.n, s.k))
-    mine = [by_class[c] for c in classes_of(shape) if c in by_class]
     order = []
     # the class's shapes first; stages timed on none of them (the TF32 stages on the squares only) after,
     # ranked over every shape of the run
-    for shapes in ([mine[0]] if mine else []) + [every]:
+    for shapes in ([by_class[cls]] if cls else []) + [every]:
         while stages:
-            best = pick(ok, shapes, baseline, stages)
+            best = pick(ok, shapes, RACES[race][0], stages)
             if best is None:
                 break
             order.append(best[0])
             stages.remove(best[0])
-    return order
+    return tuple(order)
 
 
-def choose(cfg: LabConfig, run: Path, shape: Shape, race: str) -> str:
-    """The first stage of ``ranking`` that can run ``shape``."""
+def can_run(cfg: LabConfig, stage: str, shape: Shape, arch: str | None = None) -> bool:
+    """Whether ``stage`` takes ``shape`` (its limits) and, given the GPU's ``arch``, compiles for it."""
     from .config.geometry import unsupported_reason
+    from .gpu.compile import target_arch
 
-    order = ranking(cfg, run, shape, race)
-    for stage in order:
-        if unsupported_reason(resolved(cfg, cfg.kernel(stage)), shape) is None:
+    spec = resolved(cfg, cfg.kernel(stage))
+    if unsupported_reason(spec, shape) is not None:
+        return False
+    if arch is not None:
+        specs = [spec] + (list(_candidates(spec)) if spec.dispatched else [])
+        try:
+            for sp in specs:
+                target_arch(sp, arch)
+        except CompileError:
+            return False
+    return True
+
+
+def choose(cfg: LabConfig, run: Path, shape: Shape, race: str, arch: str | None = None) -> str:
+    """The first stage of ``ranking`` that can run ``shape`` (on a GPU of ``arch``, when given)."""
+    for stage in ranking(cfg, run, shape, race):
+        if can_run(cfg, stage, shape, arch):
             return stage
-    raise LabError(f"matmul: no stage of the '{race}' race verified in {run} can run {shape}")
+    on = f" on {arch}" if arch else ""
+    raise LabError(f"matmul: no stage of the '{race}' race verified in {run} can run {shape}{on}")
 
 
-_launchers: dict[str, object] = {}
+def _candidates(spec: KernelSpec) -> list[KernelSpec]:
+    from .dispatch import choice
+
+    return [choice.listed_candidate(spec, i) for i in range(len(spec.candidates))]
 
 
-def launcher(cfg: LabConfig, stage: str):
-    """The stage's launcher, compiled for this GPU on first use (a dispatch stage: every candidate its
-    rule may run)."""
-    if stage in _launchers:
-        return _launchers[stage]
+_launchers: dict[tuple, object] = {}
+
+
+def launcher(cfg: LabConfig, stage: str, device: int = 0):
+    """The stage's launcher for the context's device ``device``, compiled on first use in this process
+    (a dispatch stage: every candidate its rule may run); CompileError where it cannot run on this GPU."""
+    key = (id(cfg), stage, device)
+    if key in _launchers:
+        return _launchers[key]
     from .dispatch import choice
     from .dispatch.launch import launcher_for
-    from .gpu.build import compile_many
+    from .gpu.build import nvcc
+    from .gpu.compile import compile_options, source_text, target_arch
     from .gpu.device import device_info
 
     spec = cfg.kernel(stage)
@@ -136,19 +213,26 @@ def launcher(cfg: LabConfig, stage: str):
                        "name a CUDA stage of the config that is neither autotuned nor a dispatch without a rule")
     spec = resolved(cfg, spec)
     dev = device_info()
-    if spec.dispatched:
-        specs = [choice.listed_candidate(spec, i) for i in range(len(spec.candidates))]
-    else:
-        specs = [spec]
-    built = compile_many(specs, dev.arch, jobs=len(specs))
-    errors = [err for _, err in built if err]
-    if errors:
-        raise errors[0]
-    binary = choice.pack(dict(enumerate(c for c, _ in built)), []) if spec.dispatched else built[0][0]
+    specs = _candidates(spec) if spec.dispatched else [spec]
+    # in this process: a pool of workers would re-import the caller's script, which may not be guarded
+    cubins = [nvcc(sp.id, source_text(sp), compile_options(sp), target_arch(sp, dev.arch)) for sp in specs]
+    binary = choice.pack(dict(enumerate(cubins)), []) if spec.dispatched else cubins[0]
     launch = launcher_for(spec, binary)
     launch.check_launchable(dev)
-    _launchers[stage] = launch
+    _launchers[key] = launch
     return launch
+
+
+@lru_cache(maxsize=8)
+def _config(path: str) -> LabConfig:
+    from .config.load import load
+
+    return load(Path(path))
+
+
+@lru_cache(maxsize=256)
+def _ranked(config: str, run: str, cls: str | None, race: str) -> tuple[str, ...]:
+    return _order(_config(config), Path(run), cls, race)
 
 
 def _empty_like(a, rows: int, cols: int):
@@ -164,13 +248,49 @@ def _empty_like(a, rows: int, cols: int):
     raise LabError(f"matmul: cannot make an output like a {type(a).__name__}: pass c (float32, {rows}x{cols})")
 
 
+def _on_device(ops: dict[str, Operand]) -> int:
+    """The ordinal of the context's device, after checking that every operand lives there."""
+    from .gpu.interop import context_device, pointer_device
+
+    here = context_device()
+    for name, op in ops.items():
+        where = pointer_device(op.ptr)
+        if where is None:
+            raise LabError(f"matmul: {name} is not in GPU memory the CUDA driver knows (address {op.ptr:#x})")
+        if where != here:
+            raise LabError(f"matmul: {name} is on GPU {where}, the lab's context on GPU {here} (the first visible "
+                           f"one): run with CUDA_DEVICE={where}, or move {name}")
+    return here
+
+
+def _caller_stream(arrays, ops: tuple[Operand, ...]) -> int | None:
+    """The stream the arrays' interface names (CuPy: its current stream); for PyTorch tensors, whose
+    interface names none, PyTorch's current stream on their device."""
+    named = next((op.stream for op in ops if op.stream is not None), None)
+    if named is not None:
+        return named
+    for x in arrays:
+        if type(x).__module__.split(".")[0] == "torch":
+            import torch
+
+            return int(torch.cuda.current_stream(x.device).cuda_stream)
+    return None
+
+
+_stream_order = None
+
+
 def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, stage: str | None = None,
-           run: str | Path | None = None, race: str = "fp32", config: str | Path | None = None):
+           run: str | Path | None = None, race: str = "fp32", config: str | Path | None = None, stream=None):
     """``c = alpha * a @ b + beta * c`` by one of the lab's stages; returns ``c`` (a new array of ``a``'s
     kind when ``c`` is None, in which case ``beta`` must be 0). ``stage`` names the stage; otherwise the
-    run's tables choose it (module docstring). ``config``: the configuration file (default the lab's)."""
-    from .config.load import load
-    from .gpu.device import driver
+    run's tables choose it (module docstring). ``config``: the configuration file (default the lab's).
+    ``stream``: the caller's stream (a handle, a PyTorch or CuPy stream; default the one the arrays name)."""
+    global _stream_order
+    from .config.shape_classes import classes_of
+    from .gpu.device import device_info, driver
+    from .gpu.interop import StreamOrder, stream_handle
+    from .report.summary import class_shapes
 
     A, B = operand(a, "a"), operand(b, "b")
     if A.cols != B.rows:
@@ -185,10 +305,38 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, stage: str | 
     C = operand(c, "c")
     if (C.rows, C.cols) != (shape.m, shape.n):
         raise LabError(f"matmul: c is {C.rows}x{C.cols}, the product is {shape.m}x{shape.n}")
-    cfg = load(Path(config) if config else ROOT / "config" / "config.yaml")
-    name = stage or choose(cfg, Path(run) if run else DEFAULT_RUN, shape, race)
-    if name not in [k.id for k in cfg.kernels]:
-        raise LabError(f"matmul: no stage '{name}' in the config")
+    check_apart(A, B, C)
+    if race not in RACES:
+        raise LabError(f"matmul: race '{race}' is none of {', '.join(RACES)}")
+    config_key = str(Path(config).resolve() if config else DEFAULT_CONFIG)
+    cfg = _config(config_key)
+    if stage is not None and stage not in [k.id for k in cfg.kernels]:
+        raise LabError(f"matmul: no stage '{stage}' in the config")
     driver()  # the primary context, which CuPy and PyTorch use too
-    launcher(cfg, name)(shape, float(alpha), A.ptr, B.ptr, float(beta), C.ptr, None)
+    device = _on_device({"a": A, "b": B, "c": C})
+    handle = stream_handle(stream) if stream is not None else _caller_stream((c, a, b), (C, A, B))
+    if stage is not None:
+        names = [stage]
+    else:
+        by_class = class_shapes(cfg)
+        cls = next((k for k in classes_of(shape) if k in by_class), None)
+        arch = device_info().arch
+        run_dir = str(Path(run).resolve() if run else DEFAULT_RUN)
+        names = [s for s in _ranked(config_key, run_dir, cls, race) if can_run(cfg, s, shape, arch)]
+    tried = []
+    for name in names:
+        try:
+            launch = launcher(cfg, name, device)
+            break
+        except CompileError as exc:  # this GPU cannot build or launch it: the next in the ranking
+            if stage is not None:
+                raise LabError(f"matmul: stage {stage} cannot run on this GPU: {exc}") from None
+            tried.append(f"{name} ({exc})")
+    else:
+        raise LabError(f"matmul: no stage of the '{race}' race can run {shape} on this GPU"
+                       + (f"; tried {'; '.join(tried)}" if tried else ""))
+    if _stream_order is None:
+        _stream_order = StreamOrder()
+    with _stream_order.inside(handle):
+        launch(shape, float(alpha), A.ptr, B.ptr, float(beta), C.ptr, None)
     return c

@@ -114,3 +114,60 @@ def test_without_c_a_new_array_of_the_inputs_kind_is_returned(cfg, lib):
     ref = a.astype(np.float64) @ b.astype(np.float64)
     limit = limit_for("fp32", 200, cfg.check, _rel(L.to_host(L.matmul(ga, gb)), ref))
     assert _rel(L.to_host(out), ref) < limit
+
+
+@pytest.mark.skipif(not LIBS, reason="neither CuPy nor PyTorch sees a GPU here")
+@pytest.mark.parametrize("lib", LIBS)
+def test_the_product_runs_in_the_order_of_the_caller_s_stream(cfg, lib):
+    """On a non-blocking stream of the caller's (which the legacy default stream does not wait for): the
+    inputs written there just before the call, behind a long kernel, are what the product reads, and a
+    copy queued there just after the call holds the product. Out of that order it would read zeros."""
+    m, n, k = 512, 384, 256
+    rng = np.random.default_rng(11)
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    L = Lib(lib)
+    src_a, src_b = L.to_gpu(a), L.to_gpu(b)
+    ga, gb = L.to_gpu(np.zeros_like(a)), L.to_gpu(np.zeros_like(b))
+    gc = L.to_gpu(np.full((m, n), np.nan, np.float32))
+    L.sync()
+    if lib == "torch":
+        import torch
+
+        side = torch.cuda.Stream()  # PyTorch's streams do not synchronise with the legacy stream
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(int(5e8))  # a kernel that spins a few hundred milliseconds
+            ga.copy_(src_a)
+            gb.copy_(src_b)
+            out = matmul(ga, gb, gc, stage="11_general")
+            got = out.clone()
+        side.synchronize()
+    else:
+        import cupy
+
+        side = cupy.cuda.Stream(non_blocking=True)
+        with side:
+            x = cupy.full((4096, 4096), 1e-4, cupy.float32)
+            for _ in range(30):  # tens of milliseconds of work ahead of the inputs' copies
+                x = x @ x
+            ga[...] = src_a
+            gb[...] = src_b
+            out = matmul(ga, gb, gc, stage="11_general")
+            got = out.copy()
+        side.synchronize()
+    limit = limit_for("fp32", k, cfg.check, _rel(L.to_host(L.matmul(src_a, src_b)), ref))
+    assert _rel(L.to_host(got), ref) < limit
+
+
+@pytest.mark.skipif(not LIBS, reason="neither CuPy nor PyTorch sees a GPU here")
+@pytest.mark.parametrize("lib", LIBS)
+def test_a_view_off_a_16_byte_boundary_and_an_overlapping_c_are_refused(lib):
+    from sgemm_lab.errors import LabError
+
+    L = Lib(lib)
+    big = L.to_gpu(np.ones((65, 64), np.float32))
+    with pytest.raises(LabError, match="16-byte boundary"):
+        matmul(big.reshape(-1)[1:1 + 64 * 64].reshape(64, 64), big[:64], stage="11_general")
+    with pytest.raises(LabError, match="c overlaps a"):
+        matmul(big[:64], big[:64], big[1:], stage="11_general")
