@@ -29,6 +29,7 @@ and device (nvcc in this process, seconds); the configuration and the ranking of
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -214,8 +215,11 @@ def launcher(cfg: LabConfig, stage: str, device: int = 0):
     spec = resolved(cfg, spec)
     dev = device_info()
     specs = _candidates(spec) if spec.dispatched else [spec]
-    # in this process: a pool of workers would re-import the caller's script, which may not be guarded
-    cubins = [nvcc(sp.id, source_text(sp), compile_options(sp), target_arch(sp, dev.arch)) for sp in specs]
+    # in this process: a pool of workers would re-import the caller's script, which may not be guarded;
+    # nvcc's remarks on a stage's source (PyCUDA repeats them as warnings) are the lab's, not the caller's
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cubins = [nvcc(sp.id, source_text(sp), compile_options(sp), target_arch(sp, dev.arch)) for sp in specs]
     binary = choice.pack(dict(enumerate(cubins)), []) if spec.dispatched else cubins[0]
     launch = launcher_for(spec, binary)
     launch.check_launchable(dev)
