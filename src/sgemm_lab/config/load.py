@@ -294,6 +294,7 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config", origins: "Origin
             min_reps=int(bench["min_reps"]),
             max_reps=max(int(bench["max_reps"]), int(bench["min_reps"])),
             l2_policy=bench["l2_policy"],
+            retimes=int(bench["retimes"]),
         ),
         cpu=CpuSettings(max_dim=cfg["cpu"]["max_dim"], cflags=tuple(cfg["cpu"]["cflags"]),
                         min_reps=cfg["cpu"]["min_reps"], target_ms=float(cfg["cpu"]["target_ms"])),

@@ -174,6 +174,7 @@ class BenchSettings:
     min_reps: int
     max_reps: int
     l2_policy: str
+    retimes: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

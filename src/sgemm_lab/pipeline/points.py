@@ -32,7 +32,7 @@ def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | 
     runner = runner_for(cfg, impl, Path(binary) if binary else None, Path(record) if record else None)
     b = cfg.bench
     timing = TimingSettings(warmup_ms=b.warmup_ms, target_ms=b.target_ms, min_reps=b.min_reps, max_reps=b.max_reps,
-                            l2_policy=b.l2_policy, rewarm_ms=b.rewarm_ms)
+                            l2_policy=b.l2_policy, rewarm_ms=b.rewarm_ms, retimes=b.retimes)
 
     dists = {d.name: d for _shape, d in cfg.check.points()}
 
@@ -156,7 +156,7 @@ def check(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None
 BENCH_COLUMNS = ["kernel", "m", "n", "k", "status", "reason", "verified", "rel_err", "max_abs_err", "tolerance",
                  "reference", "median_ms", "min_ms", "q1_ms", "q3_ms", "iqr_ms", "max_ms", "reps", "tflops",
                  "l2_policy", "sm_clock_before_mhz", "sm_clock_after_mhz", "warmup_s", "warmup_launches",
-                 "alpha", "beta", "seed", "device_index", "device_uuid", "device_name", "disturbance"]
+                 "alpha", "beta", "seed", "device_index", "device_uuid", "device_name", "disturbance", "retimed"]
 
 
 def _bench_plan(cfg: LabConfig, impl: str, record: Path | None, env_json: Path | None = None) -> tuple[None, list]:

@@ -3,10 +3,9 @@ enough to read as one number (the mark every table and figure puts beside an uns
 
 from __future__ import annotations
 
-import math
+from ..results.steadiness import UNSTEADY_CLOCK, UNSTEADY_IQR
+from ..results.steadiness import unsteady as _unsteady_row
 
-UNSTEADY_IQR = 0.10    # quartiles more than 10% of the median apart
-UNSTEADY_CLOCK = 0.90  # or the SM clock after the timed launches below 90% of where it was before them
 UNSTEADY_MARK = "†"
 UNSTEADY_NOTE = (f"{UNSTEADY_MARK} unsteady: the point's quartiles are more than {UNSTEADY_IQR:.0%} of its median "
                  f"apart, or the SM clock fell below {UNSTEADY_CLOCK:.0%} of its starting value while it was timed "
@@ -14,17 +13,9 @@ UNSTEADY_NOTE = (f"{UNSTEADY_MARK} unsteady: the point's quartiles are more than
 
 
 def unsteady(*rows) -> bool:
-    """Whether any of the bench ``rows`` is an unsteady measurement (see UNSTEADY_NOTE)."""
-    for row in rows:
-        if row is None:
-            continue
-        iqr, median = row.get("iqr_ms", math.nan), row.get("median_ms", math.nan)
-        if median and iqr == iqr and median == median and iqr / median > UNSTEADY_IQR:
-            return True
-        before, after = row.get("sm_clock_before_mhz", math.nan), row.get("sm_clock_after_mhz", math.nan)
-        if before == before and after == after and before and after < UNSTEADY_CLOCK * before:
-            return True
-    return False
+    """Whether any of the bench ``rows`` is an unsteady measurement (see UNSTEADY_NOTE): still so after
+    the bench timed it again (``bench.retimes``)."""
+    return any(_unsteady_row(row) for row in rows)
 
 
 def unsteady_note(rows_or_text) -> list[str]:
