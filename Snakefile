@@ -42,6 +42,7 @@ include: "workflow/rules/failures.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/compare.smk"
 include: "workflow/rules/rerender.smk"
+include: "workflow/rules/time.smk"
 
 
 # Jobs a cluster executor runs where Snakemake runs, not as jobs of their own: the targets, and the

@@ -61,6 +61,31 @@ def build_inputs(wildcards):
     return {"env": ENV_JSON, "source": str(spec.source_path), "headers": kernel_headers()}
 
 
+def time_built():
+    """The stages of the target time that it builds: named, not a baseline, and buildable without sweeps."""
+    from sgemm_lab.pipeline.timeshape import needs_sweeps
+
+    return [s for s in LAB.time_stages if s not in BASELINES and needs_sweeps(LAB, s) is None]
+
+
+def time_build_files():
+    return [f"{RESULTS}/time/build/{s}.{ext}" for s in time_built() for ext in ("bin", "json")]
+
+
+def time_builds():
+    """impl -> [binary, record] of the target time's builds."""
+    return {s: [f"{RESULTS}/time/build/{s}.bin", f"{RESULTS}/time/build/{s}.json"] for s in time_built()}
+
+
+def time_build_inputs(wildcards):
+    """A stage's build for the target time: its source (a dispatch stage's base source) and the headers."""
+    spec = LAB.kernel(wildcards.kernel)
+    source = LAB.kernel(spec.dispatch_from) if spec.dispatched else spec
+    if spec.backend == "host":
+        return {"env": ENV_JSON, "source": str(spec.source_path)}
+    return {"env": ENV_JSON, "source": str(source.source_path), "headers": kernel_headers()}
+
+
 def impl_inputs(wildcards):
     """What checking or timing one implementation needs: its build, except for a library baseline."""
     if wildcards.kernel in BASELINES:

@@ -106,6 +106,10 @@ def validate(raw: Mapping[str, Any], *, source: str = "config", origins: "Origin
     if stray:
         raise ConfigError(f"{where(('remeasure',))}: remeasure: {', '.join(stray)} is no configured stage "
                           f"or baseline (stages: {', '.join(ids)})")
+    unknown = [s for s in cfg.get("time", {}).get("stages", []) if s not in ids and s not in BASELINES]
+    if unknown:
+        raise ConfigError(f"{where(('time',))}: time.stages: {', '.join(unknown)} is no configured stage or "
+                          f"baseline (stages: {', '.join(ids)})")
     for i, k in enumerate(cfg["kernels"]):
         here = where(("kernels", i))
         for src in k.get("tune_from", []):
@@ -317,6 +321,8 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config", origins: "Origin
         held_out=tuple(s for _, s in held_out),
         held_out_classes=tuple(c for c, _ in held_out),
         held_out_draw=draw,
+        time_stages=tuple(cfg.get("time", {}).get("stages", ())),
+        time_shapes=tuple(dict.fromkeys(Shape.of(s) for s in cfg.get("time", {}).get("shapes", ()))),
     )
 
 

@@ -243,6 +243,9 @@ class LabConfig:
     held_out: tuple[Shape, ...] = ()
     held_out_classes: tuple[str, ...] = ()
     held_out_draw: HeldOutDraw | None = None
+    # the target `time`: these stages at these shapes only (config key time)
+    time_stages: tuple[str, ...] = ()
+    time_shapes: tuple[Shape, ...] = ()
 
     def bench_shapes(self, impl: str) -> tuple[Shape, ...]:
         """What the bench step times for ``impl``: the size sweep, then the suite shapes it does not

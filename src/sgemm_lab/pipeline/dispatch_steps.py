@@ -85,14 +85,17 @@ def build_dispatch(cfg: LabConfig, kernel: str, *, env_json: Path, shape_sweep: 
     from ..dispatch.resolve import load_spec
     from ..dispatch.launch import DispatchLauncher
 
-    if shape_sweep is None:
-        raise LabError(f"kernel {kernel}: a dispatch stage is built from its shape sweep, and none was given")
     spec = load_spec(cfg, kernel, None)
-    table = choice.pick_table(pd.read_csv(shape_sweep))
-    if not table:
+    if shape_sweep is None and spec.rule is None:
+        raise LabError(f"kernel {kernel}: a dispatch stage without a rule is built from its shape sweep, and "
+                       "none was given")
+    # without a shape sweep (the target `time`), a stage with a rule has no table: the rule runs every shape
+    table = choice.pick_table(pd.read_csv(shape_sweep)) if shape_sweep is not None else []
+    if shape_sweep is not None and not table:
         raise LabError(f"kernel {kernel}: no candidate verified on any shape of the shape sweep ({shape_sweep})")
     if spec.rule is not None:  # the rule may pick any candidate on a shape not measured: compile them all
-        table = choice.score_rule(spec, table, pd.read_csv(shape_sweep))
+        if shape_sweep is not None:
+            table = choice.score_rule(spec, table, pd.read_csv(shape_sweep))
         params = dict(enumerate({**spec.params, **c} for c in spec.candidates))
         used = sorted(params)
     else:

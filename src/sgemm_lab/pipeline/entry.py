@@ -34,6 +34,7 @@ from . import environment as environment_step
 from ..results import io, logs, outcome
 from . import points as points_step
 from . import sweep as sweep_step
+from . import timeshape as time_step
 from ..results.outcome import FAILED, NOT_RUN, OK, StepRecord, StepStatus, first_line
 
 log = logs.log
@@ -85,6 +86,8 @@ def _from_snakemake(step: str, smk) -> Callable[[LabConfig], StepStatus | None]:
         "epilogue": lambda c: epilogue_step.epilogue(c, impl, env_json=Path(i.env), out=Path(o[0])),
         "ceilings": lambda c: environment_step.ceilings(c, env_json=Path(i.env), out=Path(o[0])),
         "compare": lambda c: _compare(c, smk),
+        "time": lambda c: time_step.time_shapes(c, builds=_builds(smk.params.builds), out_csv=Path(o.csv),
+                                                out_md=Path(o.md), raw_config=dict(smk.config)),
         "failure_tests": lambda c: failures_step.failure_tests(c, env_json=Path(i.env), out=Path(o[0])),
         "aggregate": lambda c: report_step.aggregate(c, bench_csvs=list(i.bench), check_jsons=list(i.check),
                                            build_jsons=list(i.build), profile_csvs=list(getattr(i, "profiles", [])),

@@ -165,6 +165,16 @@ def _bench_plan(cfg: LabConfig, impl: str, record: Path | None, env_json: Path |
     return None, _points_of(cfg.bench_shapes(impl), lambda s: point_seed(base, impl, s, "bench"))
 
 
+def bench_at(cfg: LabConfig, impl: str, shapes, *, binary: Path | None, record: Path | None,
+             raw_config: dict) -> list[dict]:
+    """The bench's rows of ``impl`` at ``shapes`` (each verified and timed in a supervised child process,
+    as the bench step does; the target ``time``)."""
+    load_spec(cfg, impl, record)
+    base = base_seed(cfg)
+    points = _points_of(list(shapes), lambda s: point_seed(base, impl, s, "bench"))
+    return _isolated_points(cfg, impl, "bench", points, binary=binary, record=record, raw_config=raw_config)
+
+
 def _bench_done(impl: str, rows: list[dict], out: Path, _base=None) -> StepStatus | None:
     io.write_csv(out, rows, columns=BENCH_COLUMNS)
     return point_problems(rows, ("ok", "skipped"), "shapes")
