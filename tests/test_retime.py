@@ -63,3 +63,12 @@ def test_the_bench_retimes_by_default_and_its_table_has_the_column():
     cfg = load(ROOT / "config" / "config.yaml")
     assert cfg.bench.retimes == 2 and "retimed" in BENCH_COLUMNS
     assert math.isclose(numbers.UNSTEADY_IQR, 0.10) and math.isclose(numbers.UNSTEADY_CLOCK, 0.90)
+
+
+def test_the_method_counts_the_points_timed_again_and_those_still_unsteady():
+    import pandas as pd
+
+    ok = pd.DataFrame([dict(STEADY, retimed=0), dict(STEADY, retimed=1), dict(SPREAD, retimed=2)])
+    (line,) = numbers.retime_lines(ok, 2)
+    assert "up to 2 times" in line and "2 of 3 timed points were, 1 stayed unsteady" in line
+    assert numbers.retime_lines(ok.drop(columns="retimed"), 2) == []  # a run from before the column: no line

@@ -18,6 +18,20 @@ def unsteady(*rows) -> bool:
     return any(_unsteady_row(row) for row in rows)
 
 
+def retime_lines(ok, retimes: int) -> list[str]:
+    """The Method's line on the points the bench timed again for being unsteady (``ok``: the run's bench
+    rows that ran), and how many stayed so; none for a run whose bench did not retime (no column)."""
+    if "retimed" not in ok or ok["retimed"].isna().all():
+        return []
+    again = int((ok["retimed"].fillna(0) > 0).sum())
+    still = sum(unsteady(r) for _, r in ok.iterrows())
+    return [f"- **Unsteady points timed again**: a point whose quartiles were more than {UNSTEADY_IQR:.0%} of its "
+            f"median apart, or whose SM clock fell below {UNSTEADY_CLOCK:.0%} of its start while it was timed, was "
+            f"timed again, up to {retimes} times, until steady (the first steady timing is kept, else the last: "
+            f"never the fastest): {again} of {len(ok)} timed points were, {still} stayed unsteady (marked "
+            f"{UNSTEADY_MARK} wherever they are shown; column `retimed` of `bench.csv`)."]
+
+
 def unsteady_note(rows_or_text) -> list[str]:
     """The legend of the unsteady mark, as lines to put under a table that shows one (else none)."""
     text = rows_or_text if isinstance(rows_or_text, str) else str(rows_or_text)

@@ -15,6 +15,7 @@ import pandas as pd
 from ..config.records import LabConfig
 from ..measure.foreign import LOOKBACK_S
 from .markdown import md_table, md_text
+from .numbers import retime_lines
 from .problems import disturbance_summary, failed_steps_section, failure_section
 from .summary import contents, summary_section
 from .stage_tables import (NCU_KEYS, num_text, dispatch_table, eval_list, model_table, ncu_table, not_profiled,
@@ -297,25 +298,6 @@ def _stage(run: _Run, spec) -> list[str]:
     return out
 
 
-def _retimes(run: _Run) -> list[str]:
-    """How many points the bench timed again for being unsteady, and how many stayed so (a run whose
-    bench did not retime, before the retimed column existed, gets no line)."""
-    from ..results.steadiness import UNSTEADY_CLOCK, UNSTEADY_IQR
-    from .numbers import UNSTEADY_MARK, unsteady
-
-    ok = run.ok
-    if "retimed" not in ok or ok["retimed"].isna().all():
-        return []
-    again = ok[ok["retimed"].fillna(0) > 0]
-    still = sum(unsteady(r) for _, r in ok.iterrows())
-    return [f"- **Unsteady points timed again**: a point whose quartiles were more than {UNSTEADY_IQR:.0%} of its "
-            f"median apart, or whose SM clock fell below {UNSTEADY_CLOCK:.0%} of its start while it was timed, was "
-            "timed again, up to "
-            f"{run.cfg.bench.retimes} times, until steady (the first steady timing is kept, else the last: "
-            f"never the fastest): {len(again)} of {len(ok)} timed points were, {still} stayed unsteady "
-            f"(marked {UNSTEADY_MARK} wherever they are shown; column `retimed` of `bench.csv`)."]
-
-
 def _method(run: _Run) -> list[str]:
     cfg, env, checks, b = run.cfg, run.env, run.checks, run.cfg.bench
     ok, gpu = run.ok, run.gpu
@@ -329,7 +311,7 @@ def _method(run: _Run) -> list[str]:
            f"{b.min_reps}–{b.max_reps} times (about {b.target_ms:.0f} ms of GPU time); the table shows the median, "
            "`bench.csv` also min, quartiles and max. CPU stages: `time.perf_counter` around each call, "
            f"at least {cfg.cpu.min_reps} calls.",
-           *_retimes(run),
+           *retime_lines(run.ok, run.cfg.bench.retimes),
            "- **L2 policy**: " + ("`flush` — a buffer of twice the L2 size "
                                    f"({2 * int(gpu.get('l2_bytes', 0)) // 2**20} MiB) is read through L2 before every "
                                    "timed launch, outside the events, so every launch starts with a cold L2 that "
