@@ -147,7 +147,7 @@ def test_a_sweep_batch_keeps_each_stage_rows_and_log_apart(lab, tmp_path, monkey
         return filtered, [(dict(kernel=kernel, params=f"{kernel}{i}"), (f"{kernel}{i}", b"cubin")) for i in range(2)]
 
     def run_split(points, gates, *, factory, args, timeout_s, log=None, on_outcome=None):
-        assert factory.endswith(":sweep_batch_worker") and [p[0] for p in points] == ["a", "a", "b", "b"]
+        assert factory.__name__ == "sweep_batch_worker" and [p[0] for p in points] == ["a", "a", "b", "b"]
         outs = [Outcome(i, p, "timeout", message="no result after 3 s (watchdog)") if p[1] == "a1" else
                 Outcome(i, p, "ok", rows=[dict(status="ok", verified=True, tflops=1.0, registers=32, local_bytes=0)])
                 for i, p in enumerate(points)]

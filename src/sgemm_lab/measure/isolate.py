@@ -5,11 +5,12 @@ the process end that one point: it becomes a row with a status (``timeout``, ``e
 and a fresh child process, with a fresh CUDA context, carries on with the next point. Results are
 streamed back point by point, so nothing measured before a failure is lost.
 
-The child builds its worker once with ``factory(*args)`` ("module:function", importable), then calls
-``worker(point)`` for each point; ``worker(point)`` returns a list of result rows.
+The child builds its worker once with ``factory(*args)``, then calls ``worker(point)`` for each point;
+``worker(point)`` returns a list of result rows. ``factory`` is a module-level function: a spawned child
+imports its module by name when it unpickles it, a forked one has it already.
 
-``gate`` (a context manager, e.g. the GPU lock) is entered once the first child has imported the
-factory's module and before it builds the worker, and left when all points are done: process start
+``gate`` (a context manager, e.g. the GPU lock) is entered once the first child has started (and, spawned,
+imported the factory's module) and before it builds the worker, and left when all points are done: process start
 and imports overlap whatever holds the gate, the GPU work does not.
 
 Children are forked when they can be: they start in milliseconds with the parent's modules already
@@ -20,7 +21,6 @@ that queried the GPU, say) gets fresh interpreters (spawn) instead.
 
 from __future__ import annotations
 
-import importlib
 import multiprocessing as mp
 import sys
 import time
@@ -44,14 +44,9 @@ class Outcome:
     message: str = ""
 
 
-def _resolve(name: str) -> Callable:
-    module, func = name.split(":")
-    return getattr(importlib.import_module(module), func)
-
-
-def _child(conn, go, handoff, factory: str, args: tuple, points: list, first: int) -> None:
+def _child(conn, go, handoff, factory: Callable, args: tuple, points: list, first: int) -> None:
     try:
-        make = _resolve(factory)
+        make = factory
         conn.send(("ready", first, None, None))
         go.wait()
         from .gpulock import take_handoff
@@ -103,7 +98,7 @@ def default_start_method() -> str:
     return "spawn" if gpu is not None and gpu.driver_initialised() else "fork"
 
 
-def run_split(points: list, gates: list, *, factory: str, args: tuple = (), timeout_s: float, log=None,
+def run_split(points: list, gates: list, *, factory: Callable, args: tuple = (), timeout_s: float, log=None,
               on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
     """``run`` with the points dealt round-robin over ``len(gates)`` supervisors that run side by side,
     one per gate (e.g. the locks of several GPUs, each supervisor on the GPU its lock gives): the
@@ -148,7 +143,7 @@ def run_split(points: list, gates: list, *, factory: str, args: tuple = (), time
     return [found[i] for i in range(len(points))]
 
 
-def run(points: list, *, factory: str, args: tuple = (), timeout_s: float, log=None,
+def run(points: list, *, factory: Callable, args: tuple = (), timeout_s: float, log=None,
         start_method: str | None = None, gate: ContextManager | None = None) -> Iterator[Outcome]:
     """Yield one Outcome per point, in order, whatever happens to the points before it."""
     start_method = start_method or default_start_method()

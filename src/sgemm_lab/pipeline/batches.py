@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Callable
 
 from ..config.records import LabConfig
 from ..results.logs import log
@@ -101,7 +101,7 @@ class StagePoints:
     seconds: float = 0.0
 
 
-def run_stages(plans: list[StagePoints], *, factory: str, args: tuple, gates: list, timeout_s: float,
+def run_stages(plans: list[StagePoints], *, factory: Callable, args: tuple, gates: list, timeout_s: float,
                on_point, finish) -> dict[str, tuple[object, float]]:
     """The points of several stages in supervised child processes, one per gate (``isolate.run_split``;
     one GPU: one child for the batch, a fresh one after a hang, a crash or a CUDA error). ``factory``

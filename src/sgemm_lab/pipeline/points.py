@@ -103,7 +103,7 @@ def _isolated_points(cfg: LabConfig, impl: str, kind: str, points: list, *, bina
     from ..measure import isolate
 
     rows = []
-    for o in isolate.run(points, factory="sgemm_lab.pipeline.points:point_worker",
+    for o in isolate.run(points, factory=point_worker,
                          args=(raw_config, impl, str(binary) if binary else None, str(record) if record else None, kind,
                                str(inputs) if inputs else None),
                          timeout_s=cfg.watchdog_s, log=log,
@@ -236,6 +236,6 @@ def many(kind: str, cfg: LabConfig, parts: list[Part], *, raw_config: dict,
         return done(pl.stage, [r for rows in kept for r in rows], p.out, base)
 
     return results | run_stages(
-        plans, factory="sgemm_lab.pipeline.points:batch_worker",
+        plans, factory=batch_worker,
         args=(raw_config, members, kind, str(inputs) if inputs else None), gates=gates, timeout_s=cfg.watchdog_s,
         on_point=lambda pl, o: _outcome_rows(kind, pl.stage, o, len(pl.points), log=pl.log), finish=finish)

@@ -95,7 +95,7 @@ def time_points(cfg: LabConfig, kernel: str, runnable: list[tuple[dict, tuple]],
 
     # With several GPUs the points are dealt over all of them, each share timed with its GPU to itself.
     outcomes = isolate.run_split([p for _, p in runnable], child_gates(exclusive=True),
-                                 factory="sgemm_lab.pipeline.sweep:sweep_worker",
+                                 factory=sweep_worker,
                                  args=(raw_config, kernel, base_seed(cfg)), timeout_s=cfg.watchdog_s, log=log,
                                  on_outcome=report)
     rows = []
@@ -212,6 +212,6 @@ def sweep_many(cfg: LabConfig, parts: list[tuple[str, Path, Path | None]], *, en
         out, filtered, _ = planned[pl.stage]
         return _done(filtered + kept, out)
 
-    return results | run_stages(plans, factory="sgemm_lab.pipeline.sweep:sweep_batch_worker",
+    return results | run_stages(plans, factory=sweep_batch_worker,
                                 args=(raw_config, base_seed(cfg)), gates=child_gates(exclusive=True),
                                 timeout_s=cfg.watchdog_s, on_point=on_point, finish=finish)
