@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fake_nvml import FakeGpu, FakeNvml, install
+from fake_nvml import FakeGpu, FakeNvml
 from sgemm_lab.config import load as cfgmod
 from sgemm_lab.errors import LabError
 from sgemm_lab.gpu import device
@@ -33,15 +33,10 @@ class RegistryNvml(FakeNvml):
         super().__init__([FakeGpu("GPU-aaaa")])
         self.registry = registry
 
-    def _lister(self, kind, version):
-        inner = super()._lister(kind, version)
-
-        def lister(handle, count, buf):
-            if kind == "Compute":
-                self._gpu(handle).compute = [(pid, 518 * 2**20) for pid in _holders(self.registry)]
-            return inner(handle, count, buf)
-
-        return lister
+    def processes(self, handle, kind):
+        if kind == "compute":
+            self._gpu(handle).compute = [(pid, 518 * 2**20) for pid in _holders(self.registry)]
+        return super().processes(handle, kind)
 
 
 def _holders(registry: Path) -> list[int]:
@@ -144,11 +139,11 @@ def _timer(registry: Path, rounds: int, out) -> None:
 
 
 def install_nvml(registry: Path) -> None:
-    from sgemm_lab.gpu import discovery
+    from sgemm_lab.gpu import nvml
 
     fake = RegistryNvml(registry)
-    discovery._open_library = lambda: fake
-    discovery._lib = None
+    nvml._open = lambda: fake
+    nvml._lib = None
 
 
 @pytest.fixture

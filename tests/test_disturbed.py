@@ -2,7 +2,6 @@
 ``fake_nvml``) is asked which other processes hold the GPU and how busy they kept it; a point that
 shared its GPU is timed again, then recorded as ``disturbed``, never as a clean median."""
 
-import ctypes
 import os
 import subprocess
 import sys
@@ -37,13 +36,72 @@ def _now_us() -> int:
     return int(time.time() * 1e6)
 
 
-def test_struct_layouts_are_nvml_s():
-    """The entries NVML writes: nvmlProcessInfo_t (v2/v3), its v1 and nvmlProcessUtilizationSample_t."""
-    assert ctypes.sizeof(processes.ProcessInfo) == 24 and processes.ProcessInfo.usedGpuMemory.offset == 8
-    assert processes.ProcessInfo.gpuInstanceId.offset == 16 and processes.ProcessInfo.computeInstanceId.offset == 20
-    assert ctypes.sizeof(processes.ProcessInfoV1) == 16
-    s = processes.ProcessUtilizationSample
-    assert ctypes.sizeof(s) == 32 and s.timeStamp.offset == 8 and s.smUtil.offset == 16 and s.decUtil.offset == 28
+def _binding(**calls):
+    """A stand-in for cuda.bindings.nvml's functions and errors (its structures are the real ones)."""
+    from types import SimpleNamespace
+
+    import cuda.bindings.nvml as real
+
+    class NvmlError(Exception):
+        pass
+
+    class NotFoundError(NvmlError):
+        pass
+
+    return SimpleNamespace(NvmlError=NvmlError, NotFoundError=NotFoundError, ClockType=real.ClockType, **calls), real
+
+
+def test_the_adapter_reads_the_binding_s_structures_and_turns_its_errors_into_no_answer():
+    """gpu.nvml.Nvml on the binding's own structure arrays: used bytes the driver cannot give become
+    None, samples older than asked are dropped, a list the driver refuses is None, no sample is []."""
+    import numpy as np
+
+    from sgemm_lab.gpu.nvml import VALUE_NOT_AVAILABLE, Nvml
+
+    fake, real = _binding()
+    infos = real.ProcessInfo(2)
+    infos.pid = np.array([11, 12])
+    infos.used_gpu_memory = np.array([5 * MiB, VALUE_NOT_AVAILABLE], dtype=np.uint64)
+    samples = real.ProcessUtilizationSample(2)
+    samples.pid, samples.time_stamp, samples.sm_util = np.array([11, 12]), np.array([100, 300]), np.array([7, 9])
+
+    def refuse(*args):
+        raise fake.NvmlError("not supported")
+
+    def none_since(*args):
+        raise fake.NotFoundError("no sample")
+
+    fake.device_get_compute_running_processes_v3 = lambda h: infos
+    fake.device_get_mps_compute_running_processes_v3 = lambda h: real.ProcessInfo(0)
+    fake.device_get_graphics_running_processes_v3 = refuse
+    fake.device_get_process_utilization = lambda h, since: samples
+    fake.system_get_process_name = lambda pid: "/usr/bin/python3" if pid == 11 else refuse()
+    fake.device_get_clock_info = lambda h, clock: 1980 if clock == real.ClockType.SM else 0
+    fake.device_get_handle_by_pci_bus_id_v2 = refuse
+    lib = Nvml(fake)
+    assert lib.processes(1, "compute") == [(11, 5 * MiB), (12, None)]
+    assert lib.processes(1, "mps") == [] and lib.processes(1, "graphics") is None
+    assert lib.utilisation(1, 200) == [(12, 9)]
+    assert lib.process_name(11) == "python3" and lib.process_name(12) is None
+    assert lib.sm_clock(1) == 1980 and lib.handle_by_pci("0000:01:00.0") is None
+    fake.device_get_process_utilization = none_since
+    assert lib.utilisation(1, 200) == []
+    fake.device_get_process_utilization = refuse
+    assert lib.utilisation(1, 200) is None
+
+
+def test_without_a_driver_there_is_no_nvml(monkeypatch):
+    """cuda-bindings raises a RuntimeError where the driver's library is missing: nvml() is None."""
+    import cuda.bindings.nvml as real
+
+    from sgemm_lab.gpu import nvml as nvml_mod
+
+    def missing():
+        raise RuntimeError('"nvml" is an NVIDIA driver library and can only be found via system search')
+
+    monkeypatch.setattr(real, "init_v2", missing)
+    monkeypatch.setattr(nvml_mod, "_lib", None)
+    assert nvml_mod.nvml() is None
 
 
 def test_a_point_alone_on_its_gpu_is_clean_at_the_first_try(monkeypatch):
@@ -209,7 +267,7 @@ def test_in_another_pid_namespace_without_a_first_look_more_than_one_entry_is_di
     (None, "unchecked: no NVML"),
     (FakeNvml([FakeGpu("GPU-aaaa", bus_id="00000000:41:00.0")]), "unchecked: NVML knows no GPU at 0000:01:00.0"),
     (FakeNvml([FakeGpu("GPU-aaaa")]), "unchecked: NVML lists no process on this GPU, not even this one"),
-    (FakeNvml([FakeGpu("GPU-aaaa")], versions=()), "unchecked: NVML cannot list the processes on this GPU"),
+    (FakeNvml([FakeGpu("GPU-aaaa")], lists=False), "unchecked: NVML cannot list the processes on this GPU"),
 ])
 def test_where_nvml_cannot_tell_the_point_is_timed_once_and_says_unchecked(monkeypatch, fake, why):
     tries = []
@@ -217,39 +275,13 @@ def test_where_nvml_cannot_tell_the_point_is_timed_once_and_says_unchecked(monke
     assert (result, text, disturbed, len(tries)) == ("t", why, False, 1)
 
 
-def test_an_older_driver_s_lists_and_a_growing_list_are_read(monkeypatch):
-    """Only the first version of the process lists (16-byte entries), no per-process utilisation, and a
-    process that starts between the call that sizes the list and the one that fills it."""
-    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 1)])
-    fake = FakeNvml([gpu], versions=("",), utilization=False)
-    grown = []
-
-    def between():
-        if not grown:
-            grown.append(1)
-            gpu.compute.extend((P1 + 10 + i, 2 * MiB) for i in range(9))
-
-    fake.between = between
+def test_without_per_process_samples_the_process_lists_alone_decide(monkeypatch):
+    """A driver that keeps no per-process utilisation: a listed foreign process cannot be told idle."""
+    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 1)] + [(P1 + 10 + i, 2 * MiB) for i in range(9)])
+    fake = FakeNvml([gpu], utilization=False)
     _, text, disturbed = foreign.undisturbed(lambda: 0, _watch(monkeypatch, fake), retries=0)
     assert disturbed and all(f"pid {P1 + 10 + i} (compute; 2 MiB" in text for i in range(9))
     assert "process lists only: no per-process utilisation" in text
-    assert "compute" in fake.calls and "compute_v3" not in fake.calls
-
-
-def test_a_version_the_driver_refuses_is_passed_over(monkeypatch):
-    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 1), (P1, 3 * MiB)], samples=[(P1, _now_us() + 10**6, 5)])
-    fake = FakeNvml([gpu], refused=("_v3",))
-    _, text, disturbed = foreign.undisturbed(lambda: 0, _watch(monkeypatch, fake), retries=0)
-    assert disturbed and f"pid {P1} (compute; 3 MiB; before, after; SM 5%)" in text
-    assert "compute_v3" in fake.calls and "compute_v2" in fake.calls and "compute" not in fake.calls
-
-
-@pytest.mark.parametrize("null_count_rc", [0, 7])  # the sizing call: success or "insufficient size"
-def test_samples_are_read_whichever_way_the_driver_sizes_them(monkeypatch, null_count_rc):
-    gpu = FakeGpu("GPU-aaaa", compute=[(ME, 1)], samples=[(ME, _now_us() + 10**6, 50), (P1, _now_us() + 10**6, 3)])
-    _, text, disturbed = foreign.undisturbed(
-        lambda: 0, _watch(monkeypatch, FakeNvml([gpu], null_count_rc=null_count_rc)), retries=0)
-    assert disturbed and f"pid {P1} (not listed before or after; SM 3%)" in text
 
 
 def test_graphics_and_mps_processes_count_too(monkeypatch):

@@ -286,10 +286,10 @@ import os, sys, time
 from pathlib import Path
 
 from fake_nvml import FakeGpu, FakeNvml
-from sgemm_lab.gpu import discovery as devices
+from sgemm_lab.gpu import nvml
 from sgemm_lab.measure import gpulock, lockfiles
 
-devices._open_library = lambda: FakeNvml([FakeGpu("GPU-5151")])  # the host's one GPU, simulated
+nvml._open = lambda: FakeNvml([FakeGpu("GPU-5151")])  # the host's one GPU, simulated
 me, other, events, inside = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
 (events / f"{me}.asking").touch()
 with gpulock.gpu_lock.for_mode("exclusive") as lock:  # what a bench step takes
@@ -352,10 +352,10 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 
 from fake_nvml import FakeGpu, FakeNvml
-from sgemm_lab.gpu import discovery as devices
+from sgemm_lab.gpu import nvml
 from sgemm_lab.measure import gpulock
 
-devices._open_library = lambda: FakeNvml([FakeGpu("GPU-5151")])
+nvml._open = lambda: FakeNvml([FakeGpu("GPU-5151")])
 STARTED = [False]
 gpulock._context_started = lambda: STARTED[0]
 

@@ -1,5 +1,6 @@
 """What the pipeline's check for other work on the GPU (sgemm_lab.measure.foreign) sees on this host, with the
-real driver; needs neither PyCUDA nor the pipeline's environment (ctypes and the driver's libraries).
+real driver; needs neither PyCUDA nor the pipeline's environment (cuda-bindings' NVML, and the driver's CUDA
+library through ctypes).
 
     python tools/probes/nvml_watch.py              # every GPU: the processes NVML lists, SM samples of 2 s
     python tools/probes/nvml_watch.py --selftest   # the check against a real foreign load, see below
@@ -25,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from sgemm_lab.measure import foreign, processes  # noqa: E402
-from sgemm_lab.gpu.discovery import nvml  # noqa: E402
+from sgemm_lab.gpu.nvml import KINDS, nvml  # noqa: E402
+from sgemm_lab.measure import foreign  # noqa: E402
 
 # one thread per lane spins on the SM clock: a kernel for the driver to JIT, no compiler needed
 SPIN_PTX = b"""
@@ -93,7 +94,7 @@ class Cuda:
 
 def listed(lib, handle) -> list[dict]:
     return [dict(kind=kind, pid=pid, used_mib=None if used is None else round(used / 2**20))
-            for kind, name in processes.PROCESS_LISTS for pid, used in (processes.listed_pids(lib, handle, name) or [])]
+            for kind in KINDS for pid, used in (lib.processes(handle, kind) or [])]
 
 
 def show() -> int:
@@ -101,13 +102,10 @@ def show() -> int:
     if lib is None:
         print("no NVML")
         return 1
-    count = ctypes.c_uint()
-    lib.nvmlDeviceGetCount_v2(ctypes.byref(count))
-    for i in range(count.value):
-        handle = ctypes.c_void_p()
-        lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(i), ctypes.byref(handle))
+    for i in range(lib.count() or 0):
+        handle = lib.handle_by_index(i)
         since = int((time.time() - 2) * 1e6)
-        print(json.dumps(dict(gpu=i, processes=listed(lib, handle), samples=processes.utilisation_samples(lib, handle, since))))
+        print(json.dumps(dict(gpu=i, processes=listed(lib, handle), samples=lib.utilisation(handle, since))))
     return 0
 
 

@@ -2,6 +2,8 @@
 
 - ``device``: the CUDA driver and context (the process's CUDA state), what the GPU is, its SM clock
 - ``discovery``: which GPUs this process may use, without CUDA (NVML, else nvidia-smi)
+- ``nvml``: every question asked of the driver's NVML (cuda-bindings): GPUs, SM clock, processes
+- ``interop``: working inside a caller's CUDA work (their stream's order, an address's device)
 - ``compile``: compile flags (one function for every build path) and the offline nvcc check
 - ``build``: nvcc compiles in worker processes, the build's resource record
 - ``launch``: launchers for a configured kernel and for cuBLAS (the middle of the three layers: the

@@ -101,38 +101,13 @@ def device_info() -> DeviceInfo:
     )
 
 
-class _Nvml:
-    """The current SM clock through NVML (the driver's libnvidia-ml), read in microseconds.
-
-    nvidia-smi gives the same number but takes ~0.1 s per call; timing code reads it twice per point.
-    """
-
-    _lib = None
-
-    @classmethod
-    def clock(cls, pci_bus_id: str) -> int | None:
-        import ctypes
-
-        try:
-            if cls._lib is None:
-                lib = ctypes.CDLL("libnvidia-ml.so.1")
-                if lib.nvmlInit_v2() != 0:
-                    return None
-                cls._lib = lib
-            handle = ctypes.c_void_p()
-            if cls._lib.nvmlDeviceGetHandleByPciBusId_v2(pci_bus_id.encode(), ctypes.byref(handle)) != 0:
-                return None
-            mhz = ctypes.c_uint()
-            if cls._lib.nvmlDeviceGetClockInfo(handle, 1, ctypes.byref(mhz)) != 0:  # 1 = NVML_CLOCK_SM
-                return None
-            return int(mhz.value)
-        except OSError:
-            return None
-
-
 def sm_clock_mhz(pci_bus_id: str) -> int | None:
     """Current SM clock in MHz (NVML, else nvidia-smi; None when neither is available)."""
-    fast = _Nvml.clock(pci_bus_id)
+    from .nvml import nvml
+
+    lib = nvml()  # microseconds; nvidia-smi gives the same number in ~0.1 s, and timing reads it twice a point
+    handle = lib.handle_by_pci(pci_bus_id) if lib is not None else None
+    fast = lib.sm_clock(handle) if handle is not None else None
     if fast is not None:
         return fast
     exe = shutil.which("nvidia-smi")

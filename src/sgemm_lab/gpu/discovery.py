@@ -1,15 +1,11 @@
-"""Which GPUs this process may use, found without initialising CUDA: NVML (the driver's
-libnvidia-ml, milliseconds) or, failing that, nvidia-smi; narrowed by CUDA_VISIBLE_DEVICES as CUDA
-would. A GPU is named by its NVML index (PCI bus order, as nvidia-smi prints it) and its UUID; the
-UUID is what pins a process to it (CUDA_VISIBLE_DEVICES=GPU-...), since CUDA's own order may differ.
-
-``nvml()`` is the library itself, loaded and initialised once per process, for the other questions the
-pipeline asks the driver without CUDA (``measure.foreign``: which processes hold a GPU).
+"""Which GPUs this process may use, found without initialising CUDA: NVML (``gpu.nvml``, milliseconds)
+or, failing that, nvidia-smi; narrowed by CUDA_VISIBLE_DEVICES as CUDA would. A GPU is named by its NVML
+index (PCI bus order, as nvidia-smi prints it) and its UUID; the UUID is what pins a process to it
+(CUDA_VISIBLE_DEVICES=GPU-...), since CUDA's own order may differ.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import subprocess
@@ -31,46 +27,20 @@ class Gpu:
         return cls(int(index), uuid)
 
 
-def _open_library():
-    """The driver's libnvidia-ml (OSError when there is none)."""
-    return ctypes.CDLL("libnvidia-ml.so.1")
-
-
-_lib: tuple[int, object] | None = None  # (pid, the library or None: none would start) of the last process to ask
-
-
-def nvml():
-    """The driver's NVML library, initialised (``nvmlInit_v2``) once per process, or None when there is
-    no driver library or it cannot start. A forked child initialises it again: the parent's
-    initialisation is not its own."""
-    global _lib
-    if _lib is not None and _lib[0] == os.getpid():
-        return _lib[1]
-    try:
-        lib = _open_library()
-        if lib.nvmlInit_v2() != 0:
-            lib = None
-    except OSError:
-        lib = None
-    _lib = (os.getpid(), lib)
-    return lib
-
-
 def _nvml() -> list[Gpu] | None:
+    from .nvml import nvml
+
     lib = nvml()
-    if lib is None:
-        return None
-    count = ctypes.c_uint()
-    if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+    count = lib.count() if lib is not None else None
+    if count is None:
         return None
     out = []
-    for i in range(count.value):
-        handle = ctypes.c_void_p()
-        buf = ctypes.create_string_buffer(96)
-        if lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)) != 0 or \
-                lib.nvmlDeviceGetUUID(handle, buf, len(buf)) != 0:
+    for i in range(count):
+        handle = lib.handle_by_index(i)
+        uuid = lib.uuid(handle) if handle is not None else None
+        if uuid is None:
             return None
-        out.append(Gpu(i, buf.value.decode()))
+        out.append(Gpu(i, uuid))
     return out
 
 

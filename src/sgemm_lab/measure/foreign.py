@@ -4,11 +4,10 @@ point that shared its GPU is timed again, and after ``RETRIES`` more tries recor
 
 The GPU lock (``gpulock``) keeps the pipeline's own steps apart, on every checkout of the host; it
 cannot stop a program that does not take it. The driver can say who else is there. Everything is asked
-through NVML (``gpu.discovery.nvml``, ctypes; no CUDA, so none of this needs a GPU to import):
+through NVML (``gpu.nvml``, the driver's binding; no CUDA, so none of this needs a GPU to import):
 
-- the processes holding the GPU: ``nvmlDeviceGetComputeRunningProcesses``, the MPS and the graphics
-  lists, each in its newest form the driver has (``_v3``, ``_v2``, then the first one, whose entries
-  are shorter), at the start and at the end of the point;
+- the processes holding the GPU: ``nvmlDeviceGetComputeRunningProcesses_v3``, the MPS and the graphics
+  lists, at the start and at the end of the point;
 - how busy they kept it: ``nvmlDeviceGetProcessUtilization``, the driver's samples (each a process and
   the percentage of the sample period in which a kernel of it ran on the SMs) taken since the point
   started. A process that came and went within the point is seen here only.
@@ -41,15 +40,14 @@ description says ``unchecked: ...``, never ``none``.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
 from ..results.outcome import DISTURBED
-from .processes import (NVML_SUCCESS, PROCESS_LISTS, listed_pids, own_pids, process_name, run_pids,
-                        utilisation_samples)
+from ..gpu.nvml import KINDS, nvml
+from .processes import own_pids, process_name, run_pids
 
 RETRIES = 2              # tries after the first, for a disturbed point
 RETRY_PAUSE_S = 1.0      # between tries: a short burst of other work may be over by then
@@ -82,22 +80,17 @@ def note_before_cuda() -> None:
     """List the processes on every GPU before CUDA starts in this process, so that its own entry can be
     told later when NVML's PIDs are not this namespace's. Call it before the first CUDA call; harmless
     without a driver."""
-    from ..gpu.discovery import nvml
-
     lib = nvml()
-    if lib is None:
-        return
-    count = ctypes.c_uint()
-    if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != NVML_SUCCESS:
+    count = lib.count() if lib is not None else None
+    if count is None:
         return
     seen: set[int] = set()
-    for i in range(count.value):
-        handle = ctypes.c_void_p()
-        if lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(i), ctypes.byref(handle)) != NVML_SUCCESS:
+    for i in range(count):
+        handle = lib.handle_by_index(i)
+        if handle is None:
             return
-        for _, name in PROCESS_LISTS:
-            got = listed_pids(lib, handle, name)
-            seen |= {pid for pid, _ in got or ()}
+        for kind in KINDS:
+            seen |= {pid for pid, _ in lib.processes(handle, kind) or ()}
     _keep("before_cuda", seen)
 
 
@@ -176,13 +169,11 @@ class Watch:
     @classmethod
     def on(cls, pci_bus_id: str) -> "Watch":
         """The watch of the GPU at ``pci_bus_id`` (as CUDA gives it); an unchecking one without NVML."""
-        from ..gpu.discovery import nvml
-
         lib = nvml()
         if lib is None:
             return cls(None, None, "no NVML")
-        handle = ctypes.c_void_p()
-        if lib.nvmlDeviceGetHandleByPciBusId_v2(pci_bus_id.encode(), ctypes.byref(handle)) != NVML_SUCCESS:
+        handle = lib.handle_by_pci(pci_bus_id)
+        if handle is None:
             return cls(None, None, f"NVML knows no GPU at {pci_bus_id}")
         return cls(lib, handle)
 
@@ -190,8 +181,8 @@ class Watch:
         """(kind, pid, used bytes) of every process NVML lists on the GPU (None: the compute list
         cannot be read; a missing graphics or MPS list is no loss on a compute GPU)."""
         out = []
-        for kind, name in PROCESS_LISTS:
-            got = listed_pids(self.lib, self.handle, name)
+        for kind in KINDS:
+            got = self.lib.processes(self.handle, kind)
             if got is None and kind == "compute":
                 return None
             out += [(kind, pid, used) for pid, used in got or ()]
@@ -207,7 +198,7 @@ class Watch:
         after = self._look()
         if self.before is None or after is None:
             return Seen(False, note="NVML cannot list the processes on this GPU")
-        samples = utilisation_samples(self.lib, self.handle, self.since_us - int(LOOKBACK_S * 1e6))
+        samples = self.lib.utilisation(self.handle, self.since_us - int(LOOKBACK_S * 1e6))
         listed = {pid for _, pid, _ in self.before + after}
         if not listed:
             return Seen(False, note="NVML lists no process on this GPU, not even this one")
