@@ -62,32 +62,56 @@ def test_the_adapter_reads_the_binding_s_structures_and_turns_its_errors_into_no
     infos = real.ProcessInfo(2)
     infos.pid = np.array([11, 12])
     infos.used_gpu_memory = np.array([5 * MiB, VALUE_NOT_AVAILABLE], dtype=np.uint64)
-    samples = real.ProcessUtilizationSample(2)
-    samples.pid, samples.time_stamp, samples.sm_util = np.array([11, 12]), np.array([100, 300]), np.array([7, 9])
 
     def refuse(*args):
         raise fake.NvmlError("not supported")
 
-    def none_since(*args):
-        raise fake.NotFoundError("no sample")
-
     fake.device_get_compute_running_processes_v3 = lambda h: infos
     fake.device_get_mps_compute_running_processes_v3 = lambda h: real.ProcessInfo(0)
     fake.device_get_graphics_running_processes_v3 = refuse
-    fake.device_get_process_utilization = lambda h, since: samples
     fake.system_get_process_name = lambda pid: "/usr/bin/python3" if pid == 11 else refuse()
     fake.device_get_clock_info = lambda h, clock: 1980 if clock == real.ClockType.SM else 0
     fake.device_get_handle_by_pci_bus_id_v2 = refuse
-    lib = Nvml(fake)
+    lib = Nvml(fake, samples=lambda handle, since: [(12, 9)] if since == 200 else None)
     assert lib.processes(1, "compute") == [(11, 5 * MiB), (12, None)]
     assert lib.processes(1, "mps") == [] and lib.processes(1, "graphics") is None
     assert lib.utilisation(1, 200) == [(12, 9)]
     assert lib.process_name(11) == "python3" and lib.process_name(12) is None
     assert lib.sm_clock(1) == 1980 and lib.handle_by_pci("0000:01:00.0") is None
-    fake.device_get_process_utilization = none_since
-    assert lib.utilisation(1, 200) == []
-    fake.device_get_process_utilization = refuse
-    assert lib.utilisation(1, 200) is None
+
+
+def test_utilisation_samples_are_only_the_entries_the_driver_wrote():
+    """The driver sizes the sample list for more entries than it then writes, and says how many it wrote:
+    only those are read (the binding's own call returns the rest as made-up processes)."""
+    import ctypes
+
+    from sgemm_lab.gpu.nvml import ERROR_INSUFFICIENT_SIZE, ERROR_NOT_FOUND, SUCCESS, ProcessUtilizationSample, \
+        ctypes_samples
+
+    assert ctypes.sizeof(ProcessUtilizationSample) == 32 and ProcessUtilizationSample.timeStamp.offset == 8
+    assert ProcessUtilizationSample.smUtil.offset == 16 and ProcessUtilizationSample.decUtil.offset == 28
+    written = [(11, 150, 7), (12, 300, 9), (13, 50, 80)]  # (pid, time stamp us, SM %): one older than asked
+
+    class Driver:
+        def nvmlDeviceGetProcessUtilization(self, dev, buf, count, since):
+            c = count._obj
+            if buf is None:
+                c.value = 40  # the driver's whole sample buffer
+                return ERROR_INSUFFICIENT_SIZE
+            for i, (pid, ts, sm) in enumerate(written):
+                buf[i].pid, buf[i].timeStamp, buf[i].smUtil = pid, ts, sm
+            for i in range(len(written), c.value):  # what the driver leaves alone
+                buf[i].pid, buf[i].timeStamp, buf[i].smUtil = 33620068 + i, 2**40, 2037543968
+            c.value = len(written)
+            return SUCCESS
+
+    assert ctypes_samples(Driver(), 1, 100) == [(11, 7), (12, 9)]
+
+    class Quiet:
+        def nvmlDeviceGetProcessUtilization(self, dev, buf, count, since):
+            return ERROR_NOT_FOUND
+
+    assert ctypes_samples(Quiet(), 1, 100) == [] and ctypes_samples(object(), 1, 100) is None
 
 
 def test_without_a_driver_there_is_no_nvml(monkeypatch):

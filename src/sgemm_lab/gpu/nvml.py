@@ -8,10 +8,17 @@ again), or None where there is no driver library or it will not start. Every que
 an empty list where that is the answer) instead of raising, so that a missing answer is the caller's to
 word. The tests put a stand-in with the same methods in its place (``tests/fake_nvml.py``), to run the
 GPU locks and the watch on timed points with simulated GPUs on a machine without one.
+
+One call stays on ctypes: the per-process utilisation samples (``nvmlDeviceGetProcessUtilization``).
+The binding's ``device_get_process_utilization`` returns the buffer it sized whole, and the driver fills
+fewer entries than the sizing call announced (it says how many in the count it hands back, which the
+binding drops): on an H200 with cuda-bindings 13.3.1 the unfilled entries came back as processes such as
+"pid 33620068, SM 2037543968%", which the watch would take for other work on the GPU.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 
 KINDS = ("compute", "mps", "graphics")  # the driver's process lists
@@ -20,8 +27,9 @@ KINDS = ("compute", "mps", "graphics")  # the driver's process lists
 class Nvml:
     """NVML's answers, each None where the driver cannot give it."""
 
-    def __init__(self, binding):
+    def __init__(self, binding, samples=None):
         self.b = binding
+        self.samples = samples  # (handle, since_us) -> the utilisation samples (``ctypes_samples``)
 
     def _ask(self, fn, *args):
         try:
@@ -44,7 +52,7 @@ class Nvml:
 
     def sm_clock(self, handle) -> int | None:
         """The SM clock now, in MHz."""
-        mhz = self._ask(self.b.device_get_clock_info, handle, self.b.ClockType.SM)
+        mhz = self._ask(self.b.device_get_clock_info, handle, CLOCK_SM)
         return None if mhz is None else int(mhz)
 
     def processes(self, handle, kind: str) -> list[tuple[int, int | None]] | None:
@@ -65,14 +73,7 @@ class Nvml:
     def utilisation(self, handle, since_us: int) -> list[tuple[int, int]] | None:
         """(pid, SM %) of the per-process utilisation samples taken after ``since_us`` (microseconds of the
         CPU clock); [] when there is none since then, None where the GPU or driver keeps none."""
-        try:
-            samples = self.b.device_get_process_utilization(handle, since_us)
-        except self.b.NotFoundError:  # no sample since then
-            return []
-        except self.b.NvmlError:
-            return None
-        return [(int(samples[i].pid), int(samples[i].sm_util)) for i in range(len(samples))
-                if int(samples[i].time_stamp) > since_us]
+        return self.samples(handle, since_us)
 
     def process_name(self, pid: int) -> str | None:
         name = self._ask(self.b.system_get_process_name, pid)
@@ -80,6 +81,41 @@ class Nvml:
 
 
 VALUE_NOT_AVAILABLE = 2**64 - 1  # used bytes when the driver cannot say
+CLOCK_SM = 1                     # nvmlClockType_t NVML_CLOCK_SM (the binding's enum member is named
+                                 # CLOCK_SM in one version and SM in another; the value is the ABI's)
+SUCCESS, ERROR_NOT_FOUND, ERROR_INSUFFICIENT_SIZE = 0, 6, 7
+
+
+class ProcessUtilizationSample(ctypes.Structure):
+    """``nvmlProcessUtilizationSample_t`` (32 bytes): timeStamp in microseconds of the CPU clock, the
+    utilisations in percent of the sample period."""
+    _fields_ = [("pid", ctypes.c_uint), ("timeStamp", ctypes.c_ulonglong), ("smUtil", ctypes.c_uint),
+                ("memUtil", ctypes.c_uint), ("encUtil", ctypes.c_uint), ("decUtil", ctypes.c_uint)]
+
+
+def ctypes_samples(lib, handle, since_us: int) -> list[tuple[int, int]] | None:
+    """(pid, SM %) of ``nvmlDeviceGetProcessUtilization`` through ctypes (``lib``: the driver's
+    libnvidia-ml), only the entries the driver wrote; [] when none since ``since_us``, None when the
+    GPU or driver keeps none."""
+    fn = getattr(lib, "nvmlDeviceGetProcessUtilization", None)
+    if fn is None:
+        return None
+    dev = ctypes.c_void_p(handle)
+    count = ctypes.c_uint(0)
+    rc = fn(dev, None, ctypes.byref(count), ctypes.c_ulonglong(since_us))
+    for _ in range(5):
+        if rc == ERROR_NOT_FOUND:  # no sample since then
+            return []
+        if rc not in (SUCCESS, ERROR_INSUFFICIENT_SIZE):
+            return None
+        if count.value == 0:
+            return []
+        cap = count.value + 4
+        buf, count = (ProcessUtilizationSample * cap)(), ctypes.c_uint(cap)
+        rc = fn(dev, buf, ctypes.byref(count), ctypes.c_ulonglong(since_us))
+        if rc == SUCCESS:
+            return [(int(buf[i].pid), int(buf[i].smUtil)) for i in range(count.value) if buf[i].timeStamp > since_us]
+    return None
 
 
 def _open() -> Nvml | None:
@@ -90,9 +126,12 @@ def _open() -> Nvml | None:
         return None
     try:
         binding.init_v2()
+        lib = ctypes.CDLL("libnvidia-ml.so.1")  # the library the binding loaded (initialised once more: counted)
+        if lib.nvmlInit_v2() != SUCCESS:
+            return None
     except (RuntimeError, OSError, binding.NvmlError):  # the binding's "no driver library" is a RuntimeError
         return None
-    return Nvml(binding)
+    return Nvml(binding, samples=lambda handle, since_us: ctypes_samples(lib, handle, since_us))
 
 
 _lib: tuple[int, Nvml | None] | None = None  # (pid, NVML or None: it would not start) of the last process to ask
