@@ -53,3 +53,13 @@ def test_the_numbers_on_the_stage_pages_are_what_the_reference_run_gives():
     res = subprocess.run([sys.executable, str(ROOT / "tools" / "notes_numbers.py"), "--check"], capture_output=True,
                          text=True, timeout=120)
     assert res.returncode == 0, res.stderr
+
+
+def test_the_config_s_texts_cite_notes_that_exist():
+    """The explanations in the config (the report prints them) cite note pages that are there."""
+    text = (ROOT / "config" / "config.yaml").read_text()
+    cited = set(re.findall(r"kernels/notes/[\w./-]+", text))
+    assert cited, "the config cites no note page"
+    missing = sorted(c for c in cited if not (ROOT / c.rstrip(".,)")).exists())
+    assert not missing, missing
+    assert "kernels/NOTES.md, \"" not in text  # titled sections live in the journal's pages, not the index
