@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from sgemm_lab.pipeline import entry, reuse
-from sgemm_lab.pipeline.batches import BATCHED, batches, uses_gpu
+from sgemm_lab.pipeline.batches import BATCHED, batches
+from sgemm_lab.pipeline.steps import uses_gpu
 
 
 def test_every_stage_is_in_exactly_one_batch_of_each_step(lab):
@@ -159,7 +160,7 @@ def test_a_sweep_batch_keeps_each_stage_rows_and_log_apart(lab, tmp_path, monkey
     monkeypatch.setattr(isolate, "run_split", run_split)
     monkeypatch.setattr(sweep_step, "child_gates", lambda exclusive: [None])
     parts = [(k, tmp_path / f"{k}.csv", tmp_path / f"{k}.log") for k in ("a", "b", "c")]
-    got = sweep_step.sweep_many(lab, parts, env_json=tmp_path / "env.json", raw_config={})
+    got = sweep_step.sweep_many(lab, parts, env_json=tmp_path / "env.json")
     assert isinstance(got["c"][0], CompileError) and not (tmp_path / "c.csv").exists()
     assert got["b"][0] is None and got["a"][0].status == "failed" and "TIMEOUT" in got["a"][0].message
     import pandas as pd

@@ -418,7 +418,7 @@ def test_gpu_bench_times_again_and_records_what_it_saw(lab, monkeypatch):
     assert len(calls) == 3 and row["disturbed"] and row["verified"] and row["median_ms"] == 3.0
     assert f"pid {P2} (compute; 1 MiB; before, after; SM 20%)" in row["disturbance"]  # the last try: there throughout
 # ------------------------------------------------------------------------------ the point and step
-def _point_rows(monkeypatch, raw: dict, bench_row: dict) -> list[dict]:
+def _point_rows(monkeypatch, cfg, bench_row: dict) -> list[dict]:
     """What point_worker's bench branch makes of a runner's row."""
     from sgemm_lab.pipeline import points
 
@@ -431,12 +431,12 @@ def _point_rows(monkeypatch, raw: dict, bench_row: dict) -> list[dict]:
 
     monkeypatch.setattr(points, "runner_for", lambda *a: Runner())
     monkeypatch.setattr(foreign, "note_before_cuda", lambda: None)
-    return points.point_worker(raw, "cublas", None, None, "bench")(((64, 64, 64), 7))
+    return points.point_worker(cfg, "cublas", None, None, "bench")(((64, 64, 64), 7))
 
 
-def test_a_disturbed_point_is_never_an_ok_row(monkeypatch, raw_config):
+def test_a_disturbed_point_is_never_an_ok_row(monkeypatch, lab):
     def row_of(**over) -> dict:
-        (row,) = _point_rows(monkeypatch, raw_config,
+        (row,) = _point_rows(monkeypatch, lab,
                              {**dict(verified=True, reason="", median_ms=1.0, tflops=0.5), **over})
         return row
 
@@ -454,7 +454,6 @@ def test_a_disturbed_point_is_never_an_ok_row(monkeypatch, raw_config):
 def test_disturbed_points_leave_the_step_ok_but_counted(tmp_path, monkeypatch, caplog, raw_config):
     from sgemm_lab.config import load as cfgmod
     from sgemm_lab.pipeline import points
-    from sgemm_lab.pipeline import points
     from sgemm_lab.results.outcome import FAILED, OK
 
     raw = raw_config
@@ -465,7 +464,7 @@ def test_disturbed_points_leave_the_step_ok_but_counted(tmp_path, monkeypatch, c
                disturbance="all 3 tries disturbed; last: pid 9 (compute; 5 MiB; before, after)")
     monkeypatch.setattr(points, "_isolated_points", lambda *a, **kw: [ok, bad])
     out = tmp_path / "bench.csv"
-    status = points.bench(cfg, "cublas", binary=None, record=None, out=out, raw_config=raw)
+    status = points.bench(cfg, "cublas", binary=None, record=None, out=out, gpu="exclusive")
     df = pd.read_csv(out)
     assert list(df.status) == ["ok", "disturbed"] and list(df.disturbance)[0] == "none"
     assert df.median_ms[1] == 0.5  # kept for inspection
@@ -475,7 +474,7 @@ def test_disturbed_points_leave_the_step_ok_but_counted(tmp_path, monkeypatch, c
 
     failed = dict(ok, status="failed", verified=False, reason="beta: relative error 1")
     monkeypatch.setattr(points, "_isolated_points", lambda *a, **kw: [failed, bad])
-    status = points.bench(cfg, "cublas", binary=None, record=None, out=out, raw_config=raw)
+    status = points.bench(cfg, "cublas", binary=None, record=None, out=out, gpu="exclusive")
     assert status.status == FAILED and status.message.startswith("NOT VERIFIED at 64x64x64: beta: relative error 1")
     assert "; and 1 of 2 shapes disturbed" in status.message and "+1 more" not in status.message
 

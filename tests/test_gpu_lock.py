@@ -30,30 +30,6 @@ def test_shared_holders_coexist_and_exclude_a_timing_step(tmp_path):
     assert _try(path, fcntl.LOCK_EX)            # released
 
 
-def test_lock_modes(lab):
-    timing = ["bench", "sweep", "epilogue", "ceilings"]
-    checking = ["environment", "build", "check"]
-    for step in timing:
-        assert gpulock.lock_mode(step, lab, "08_warptiling") == "exclusive"
-    for step in checking:
-        assert gpulock.lock_mode(step, lab, "08_warptiling") == "shared"
-    assert gpulock.lock_mode("bench", lab, "cublas") == "exclusive"
-    assert gpulock.lock_mode("bench", lab, "10_autotuned") == "exclusive"
-    host = next(k.id for k in lab.kernels if k.backend == "host")
-    assert gpulock.lock_mode("bench", lab, host) is None
-    # a host stage's check shares the GPU: cuBLAS on the same inputs sets its FP32 limit
-    assert gpulock.lock_mode("check", lab, host) == "shared" and gpulock.lock_mode("check", lab, "numpy") == "shared"
-    assert gpulock.lock_mode("build", lab, host) is None
-    assert gpulock.lock_mode("bench", lab, "numpy") is None
-    for step in ("aggregate", "plot", "report"):
-        assert gpulock.lock_mode(step, lab, None) is None
-
-
-@pytest.mark.parametrize("step", sorted(gpulock.SELF_LOCKING))
-def test_self_locking_steps_are_gpu_steps(step):
-    assert step in gpulock.GPU_LOCK
-
-
 # ----------------------------------------------------------------------------------- several GPUs
 TWO = [Gpu(0, "GPU-aaaa"), Gpu(1, "GPU-bbbb")]
 

@@ -9,9 +9,9 @@ import pytest
 from conftest import ROOT
 
 from sgemm_lab.config import load as cfgmod
-from sgemm_lab.measure.gpulock import lock_mode
 from sgemm_lab.pipeline import entry
 from sgemm_lab.pipeline.batches import BATCHED, batches
+from sgemm_lab.pipeline.steps import lock_mode
 
 
 def _dry_run_jobs(configfile):
@@ -37,7 +37,7 @@ def test_every_job_that_takes_the_gpu_asks_the_scheduler_for_one(configfile):
     jobs = _dry_run_jobs(ROOT / configfile)
     assert {"check_host", "check_gpu", "environment", "sanitize"} <= {r for r, _ in jobs}
     for rule, gpu in jobs:
-        # what the job's steps do when they run: take the GPU's lock (measure.gpulock), stage by stage
+        # what the job's steps do when they run: take the GPU's lock (pipeline.steps), stage by stage
         step, _, batch = rule.partition("_")
         members = batches(cfg, step)[batch] if step in BATCHED and batch in batches(cfg, step) else (None,)
         need = any(lock_mode(step if members != (None,) else rule, cfg, m) is not None for m in members)
@@ -53,7 +53,7 @@ def test_a_job_that_uses_the_gpu_without_asking_for_one_stops_before_it_starts(r
     assert "uses the GPU but its rule asks the scheduler for none (resources: gpu=0)" in caplog.text
 
 
-def test_a_gpu_job_records_what_it_was_given(raw_config, monkeypatch, tmp_path):
+def test_a_gpu_job_records_what_it_was_given(raw_config, lab, monkeypatch, tmp_path):
     from sgemm_lab.gpu import discovery
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
@@ -62,8 +62,8 @@ def test_a_gpu_job_records_what_it_was_given(raw_config, monkeypatch, tmp_path):
     monkeypatch.setattr(discovery, "visible_gpus", lambda: [discovery.Gpu(1, "GPU-aaaa")])
     smk = SimpleNamespace(config=raw_config, resources=SimpleNamespace(gpu=1), wildcards=SimpleNamespace(),
                           params=SimpleNamespace(), log=[])
-    given = entry._gpu_job("ceilings", smk, [None])
+    given = entry._gpu_job("ceilings", smk, lab, [None])
     assert given == dict(gpus="GPU-aaaa", visible="1", slurm_job="4242", slurm_gpus="1")
     assert entry._allocated(given) == dict(gpus="GPU-aaaa", slurm_job="4242")
     # a CPU job records none, whatever its environment
-    assert entry._gpu_job("plot", smk, [None]) is None
+    assert entry._gpu_job("plot", smk, lab, [None]) is None

@@ -94,7 +94,7 @@ def test_a_point_that_would_not_fit_is_skipped_before_its_inputs_are_drawn(lab, 
     monkeypatch.setattr(footprint, "host_available_bytes", lambda: 2**30)  # 1 GiB free
     drawn = []
     monkeypatch.setattr(verify, "make_problem", lambda *a, **k: drawn.append(a) or pytest.fail("inputs drawn"))
-    work = points.point_worker(_raw(lab), "numpy", None, None, "check")
+    work = points.point_worker(_unlimited(lab), "numpy", None, None, "check")
     shape = Shape(m=512, n=512, k=512)
     need = footprint.host_check_bytes(Shape(m=8192, n=8192, k=8192))
     assert need > footprint.USABLE * 2**30
@@ -105,7 +105,8 @@ def test_a_point_that_would_not_fit_is_skipped_before_its_inputs_are_drawn(lab, 
     assert footprint.too_big(10, None, "host") is None  # unknown free memory: not refused on a guess
 
 
-def _raw(lab):
+def _unlimited(lab):
+    """The run's configuration with the host stages' size limit out of the way."""
     import yaml
     from conftest import ROOT
 
@@ -113,4 +114,4 @@ def _raw(lab):
 
     raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     raw["cpu"] = dict(raw.get("cpu", {}), max_dim=100000)  # the size limit is not what skips it here
-    return cfgmod.validate(raw)
+    return cfgmod.from_dict(raw)

@@ -16,6 +16,7 @@ from sgemm_lab.config import records
 from sgemm_lab.gpu import host
 from sgemm_lab.results import io
 from sgemm_lab.pipeline import points
+from sgemm_lab.pipeline.steps import lock_mode
 
 BAD = r"""
 #include <stddef.h>
@@ -67,7 +68,8 @@ def setup(tmp_path, monkeypatch):
 def test_bench_keeps_going_past_hang_crash_and_wrong_result(setup, monkeypatch):
     cfg, raw, tmp = setup
     out = tmp / "bench.csv"
-    points.bench(cfg, "00_bad", binary=tmp / "00_bad.bin", record=tmp / "00_bad.json", out=out, raw_config=raw)
+    points.bench(cfg, "00_bad", binary=tmp / "00_bad.bin", record=tmp / "00_bad.json", out=out,
+                 gpu=lock_mode("bench", cfg, "00_bad"))
     df = pd.read_csv(out)
     assert list(df.m) == [5, 7, 9, 11, 13, 65]  # one row per configured point, in order
     assert list(df.status) == ["ok", "timeout", "crashed", "failed", "ok", "skipped"]
@@ -80,7 +82,8 @@ def test_bench_keeps_going_past_hang_crash_and_wrong_result(setup, monkeypatch):
 def test_check_records_every_failure_mode(setup):
     cfg, raw, tmp = setup
     out = tmp / "check.json"
-    points.check(cfg, "00_bad", binary=tmp / "00_bad.bin", record=tmp / "00_bad.json", out=out, raw_config=raw)
+    points.check(cfg, "00_bad", binary=tmp / "00_bad.bin", record=tmp / "00_bad.json", out=out,
+                 gpu=lock_mode("bench", cfg, "00_bad"))
     res = io.read_json(out)
     assert res["status"] == "fail"
     by_m = {}
@@ -100,7 +103,7 @@ def test_bench_rows_keep_the_gpu_that_measured_them(setup, monkeypatch):
                      device_index=0, device_uuid="GPU-aaaa")]
     monkeypatch.setattr(points, "_isolated_points", lambda *a, **kw: measured)
     out = tmp / "bench.csv"
-    points.bench(cfg, "00_bad", binary=tmp / "00_bad.bin", record=tmp / "00_bad.json", out=out, raw_config=raw)
+    points.bench(cfg, "00_bad", binary=tmp / "00_bad.bin", record=tmp / "00_bad.json", out=out, gpu=None)
     df = pd.read_csv(out)
     assert list(df.device_index) == [1, 0] and list(df.device_uuid) == ["GPU-bbbb", "GPU-aaaa"]
 
@@ -119,7 +122,7 @@ def test_a_batch_shares_one_child_and_a_bad_stage_ends_only_its_points(setup):
     io.write_json(tmp / "00_unbuilt.json", {"kernel": "00_unbuilt", "status": "failed", "message": "nvcc said no"})
     parts = [points.Part(impl=i, binary=tmp / f"{i}.bin", record=tmp / f"{i}.json", out=tmp / f"{i}.csv",
                          log=tmp / f"{i}.log") for i in ("00_unbuilt", "00_bad", "00_good")]
-    got = points.many("bench", cfg, parts, raw_config=raw)
+    got = points.many("bench", cfg, parts, gpu=lock_mode("bench", cfg, "00_bad"))
     assert set(got) == {"00_unbuilt", "00_bad", "00_good"}
     assert type(got["00_unbuilt"][0]).__name__ == "NotRun" and not (tmp / "00_unbuilt.csv").exists()
     assert got["00_good"][0] is None and got["00_bad"][0].status == "failed"

@@ -57,16 +57,16 @@ def test_kernel_regex_names_every_entry_and_cublas():
         [("a", SMALL), ("a", BIG), ("b", BIG)]
 
 
-def _profile(lab, raw_config, tmp_path):
+def _profile(lab, tmp_path):
     """The profile step with cuBLAS only (no build needed) where ncu cannot profile."""
     out = tmp_path / "cublas.csv"
     status = profile_step.profile(lab, builds={"cublas": (None, None)}, outs={"cublas": out},
-                           report=tmp_path / "ladder.ncu-rep", raw_config=raw_config)
+                           report=tmp_path / "ladder.ncu-rep")
     assert status.status == "unavailable" and status.message.startswith("profile: ")
     return pd.read_csv(out)
 
 
-def test_failed_build_is_a_row_not_a_profile(lab, raw_config, tmp_path, monkeypatch):
+def test_failed_build_is_a_row_not_a_profile(lab, tmp_path, monkeypatch):
     from sgemm_lab.results import io
 
     monkeypatch.setattr(profile.shutil, "which", lambda name: None)
@@ -75,25 +75,25 @@ def test_failed_build_is_a_row_not_a_profile(lab, raw_config, tmp_path, monkeypa
     io.write_json(rec, dict(kernel=kid, status="failed", message="nvcc failed: x.cu(3): error"))
     outs = {kid: tmp_path / f"{kid}.csv", "cublas": tmp_path / "cublas.csv"}
     status = profile_step.profile(lab, builds={kid: (tmp_path / "x.bin", rec), "cublas": (None, None)}, outs=outs,
-                           report=tmp_path / "ladder.ncu-rep", raw_config=raw_config)
+                           report=tmp_path / "ladder.ncu-rep")
     assert status.status == "unavailable"
     failed = pd.read_csv(outs[kid])
     assert failed.status.str.startswith("not run: build failed: nvcc failed").all()
     assert (pd.read_csv(outs["cublas"]).status == "unavailable: ncu not found on PATH").all()
 
 
-def test_missing_ncu_is_a_status_not_a_failure(lab, raw_config, tmp_path, monkeypatch):
+def test_missing_ncu_is_a_status_not_a_failure(lab, tmp_path, monkeypatch):
     monkeypatch.setattr(profile.shutil, "which", lambda name: None)
-    df = _profile(lab, raw_config, tmp_path)
+    df = _profile(lab, tmp_path)
     assert len(df) == len(lab.profile.shapes)
     assert (df.status == "unavailable: ncu not found on PATH").all()
 
 
-def test_counter_permission_error_is_a_status(lab, raw_config, tmp_path, monkeypatch):
+def test_counter_permission_error_is_a_status(lab, tmp_path, monkeypatch):
     fake = tmp_path / "bin" / "ncu"
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\necho '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission' >&2\nexit 1\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
-    df = _profile(lab, raw_config, tmp_path)
+    df = _profile(lab, tmp_path)
     assert df.status.str.startswith("unavailable: ERR_NVGPUCTRPERM").all()

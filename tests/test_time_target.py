@@ -12,6 +12,7 @@ from sgemm_lab.config import load as cfgmod
 from sgemm_lab.config.records import Shape
 from sgemm_lab.errors import ConfigError, LabError
 from sgemm_lab.pipeline import points, timeshape
+from sgemm_lab.pipeline.steps import lock_mode
 
 
 def _with_time(raw_config, stages, shapes):
@@ -56,7 +57,7 @@ def test_the_step_writes_the_rows_the_ratio_to_cublas_and_a_page(raw_config, lab
     medians = {stage: 0.5, "cublas": 0.6}
     seen = []
 
-    def fake_bench_at(cfg, impl, shapes, *, binary, record, raw_config):
+    def fake_bench_at(cfg, impl, shapes, *, binary, record, gpu):
         seen.append((impl, binary))
         return [dict(kernel=impl, m=s.m, n=s.n, k=s.k, status="ok", verified=True, median_ms=medians[impl],
                      iqr_ms=0.01, tflops=s.flops / medians[impl] / 1e9, sm_clock_before_mhz=1980,
@@ -65,7 +66,7 @@ def test_the_step_writes_the_rows_the_ratio_to_cublas_and_a_page(raw_config, lab
     monkeypatch.setattr(points, "bench_at", fake_bench_at)
     builds = {stage: (tmp_path / "s.bin", tmp_path / "s.json")}
     status = timeshape.time_shapes(cfg, builds=builds, out_csv=tmp_path / "time.csv", out_md=tmp_path / "time.md",
-                                   raw_config=raw_config)
+                                   gpu=lambda impl: lock_mode("time", cfg, impl))
     assert status is None  # every row ok or skipped
     assert seen == [(stage, tmp_path / "s.bin"), ("cublas", None)]  # the swept stage is never timed
     df = pd.read_csv(tmp_path / "time.csv").set_index("kernel")
@@ -83,15 +84,15 @@ def test_a_stage_whose_build_failed_is_a_not_run_row(raw_config, lab, tmp_path, 
     record.write_text('{"kernel": "%s", "status": "failed", "message": "nvcc failed: error"}' % stage)
     real = points.bench_at
 
-    def fake_bench_at(cfg, impl, shapes, *, binary, record, raw_config):
+    def fake_bench_at(cfg, impl, shapes, *, binary, record, gpu):
         if impl != "cublas":  # the real one: it reads the build's record first
-            return real(cfg, impl, shapes, binary=binary, record=record, raw_config=raw_config)
+            return real(cfg, impl, shapes, binary=binary, record=record, gpu=gpu)
         return [dict(kernel=impl, m=s.m, n=s.n, k=s.k, status="ok", verified=True, median_ms=0.1, iqr_ms=0.001,
                      tflops=1.0) for s in shapes]
 
     monkeypatch.setattr(points, "bench_at", fake_bench_at)
     status = timeshape.time_shapes(cfg, builds={stage: (tmp_path / "s.bin", record)}, out_csv=tmp_path / "t.csv",
-                                   out_md=tmp_path / "t.md", raw_config=raw_config)
+                                   out_md=tmp_path / "t.md", gpu=lambda impl: lock_mode("time", cfg, impl))
     df = pd.read_csv(tmp_path / "t.csv")
     assert df.loc[df.kernel == stage, "status"].tolist() == ["not run"]
     assert "build failed: nvcc failed" in df.loc[df.kernel == stage, "reason"].iloc[0]

@@ -9,8 +9,9 @@ run=overhead
 PY=${PY:-python3}
 "$PY" -m snakemake --cores 8 "results/$run/build/$k.json" --config run=$run >/dev/null 2>&1 || { echo "build of $k failed"; exit 1; }
 export PYTHONPATH=$PWD/src
-cfg=$("$PY" -c "import json,yaml; print(json.dumps(yaml.safe_load(open('config/config.yaml'))))")
-args=(--config-json "$cfg" --impl "$k" --binary "results/$run/build/$k.bin" --record "results/$run/build/$k.json")
+cfg=results/$run/overhead.config.pickle  # the run's configuration as the profile step hands it to its target
+"$PY" -c "import sys, yaml; from sgemm_lab.config import handoff, load; handoff.write(load.from_dict(yaml.safe_load(open('config/config.yaml'))), sys.argv[1])" "$cfg" || exit 1
+args=(--config "$cfg" --impl "$k" --binary "results/$run/build/$k.bin" --record "results/$run/build/$k.json")
 metrics=$("$PY" -c "from sgemm_lab.profiling.ncu import METRICS; print(','.join(METRICS))")
 t() { local name=$1 s rc; shift; s=$(date +%s%N); "$@" >/dev/null 2>&1; rc=$?; echo "$name: $(( ($(date +%s%N) - s) / 1000000 )) ms (exit $rc)"; }
 for _ in 1 2; do

@@ -15,7 +15,7 @@ def bench_rows(broken):
     """One bench job over all shapes: each broken shape must be its own row, the others measured."""
     cfg, raw, tmp = broken
     out = tmp / "bench.csv"
-    points.bench(cfg, "99_broken", binary=tmp / "b.bin", record=tmp / "b.json", out=out, raw_config=raw)
+    points.bench(cfg, "99_broken", binary=tmp / "b.bin", record=tmp / "b.json", out=out, gpu="exclusive")
     return pd.read_csv(out).set_index("m")
 
 
@@ -65,6 +65,6 @@ def test_problem_too_large_for_device_memory_is_skipped(broken, record_property)
     raw3 = dict(raw, bench=dict(raw["bench"], square=[], shapes=[[side, side, side]]))
     out = tmp / "bench3.csv"
     points.bench(cfgmod.from_dict(raw3), "99_broken", binary=tmp / "b.bin", record=tmp / "b.json", out=out,
-                raw_config=raw3)
+                 gpu="exclusive")
     df = pd.read_csv(out)
     assert df.status.iloc[0] == "skipped" and "device memory" in df.reason.iloc[0]

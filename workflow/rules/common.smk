@@ -147,7 +147,7 @@ def batch_logs(step, batch, members):
 
 def batch_gpu(step, members):
     """The batch job's GPU slot: 0 for host builds and host-timed benches (they may overlap GPU jobs)."""
-    from sgemm_lab.pipeline.batches import uses_gpu
+    from sgemm_lab.pipeline.steps import uses_gpu
 
     return 1 if uses_gpu(LAB, step, tuple(members)) else 0
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from ..errors import ConfigError
 
@@ -57,8 +56,42 @@ class Shape:
         return cls(m=int(m), n=int(n), k=int(k))
 
 
+class FrozenMap(Mapping):
+    """A read-only mapping (a stage's parameters, a sweep grid, a candidate): like ``MappingProxyType``, but it
+    pickles, so that a ``LabConfig`` crosses to a child process as itself."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping = ()):
+        object.__setattr__(self, "_items", dict(items))
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __getitem__(self, key):
+        return self._items[key]
+
+    def __iter__(self) -> Iterator:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __or__(self, other: Mapping) -> dict:
+        return {**self._items, **other}
+
+    def __ror__(self, other: Mapping) -> dict:
+        return {**other, **self._items}
+
+    def __repr__(self) -> str:
+        return repr(self._items)
+
+    def __reduce__(self):
+        return FrozenMap, (self._items,)
+
+
 def frozen(d: Mapping) -> Mapping:
-    return MappingProxyType(dict(d))
+    return FrozenMap(d)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -221,6 +254,10 @@ class HeldOutDraw:
 
 @dataclass(frozen=True, kw_only=True)
 class LabConfig:
+    """The whole run's configuration, as every step and every child process receives it: the processes a
+    step starts get this object (it pickles; ``handoff`` for a child started as a command), never the dict
+    it was made from."""
+
     run: str
     strict: bool
     seed: int | None

@@ -11,6 +11,9 @@ from ..results import io
 from ..results.common import Guard, base_seed, machine, point_seed
 from ..results.outcome import FAILED, StepStatus, first_line
 
+# the columns its readers select by: a table without rows (the step failed) still has them
+EPILOGUE_COLUMNS = ["m", "n", "k", "act", "implementation", "padded", "verified", "tflops", "median_ms", "reason"]
+
 
 def epilogue(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> StepStatus | None:
     """Fused-epilogue comparison of one stage with cuBLASLt and cuBLAS + a separate kernel."""

@@ -10,6 +10,9 @@ from ..results import io
 from ..results.common import log, machine
 from ..results.outcome import FAILED, UNAVAILABLE, StepStatus, first_line
 
+# the columns its readers select by: a table without rows (the step failed) still has them
+FAILURE_COLUMNS = ["case", "test", "outcome", "message", "seconds"]
+
 
 def failure_tests(cfg: LabConfig, *, env_json: Path, out: Path) -> StepStatus | None:
     """Run the GPU failure tests (they take the GPU lock themselves) and record one row per case."""

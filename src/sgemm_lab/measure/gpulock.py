@@ -44,24 +44,13 @@ import sys
 import time
 from pathlib import Path
 
-from ..config.records import LabConfig
 from ..errors import LabError
 from ..gpu.discovery import Gpu, visible_gpus
 from .lockfiles import append_log, device_lock_path, lock_path, take
 
 log = logging.getLogger("sgemm_lab")
 
-# How each step uses the GPU. "exclusive": it times something, so nothing else may run on the GPU
-# meanwhile. "shared": it only needs correct results (checks, sanitizers, device queries), so several
-# such steps may run at once, but never next to a timing step. The steps in SELF_LOCKING take the
-# lock themselves, after their part that needs no GPU (compiling, process start, imports).
-GPU_LOCK = {"environment": "shared", "build": "shared", "check": "shared", "sanitize": "shared", "bench": "exclusive",
-            "profile": "exclusive", "sweep": "exclusive", "shape_sweep": "exclusive", "epilogue": "exclusive",
-            "ceilings": "exclusive", "failure_tests": "exclusive"}
-SELF_LOCKING = {"build", "sweep", "shape_sweep", "check", "sanitize", "bench", "profile", "epilogue", "ceilings",
-                "failure_tests"}  # (the failure tests' pytest session takes the lock for each case)
-
-
+# Which step takes which lock (exclusive to time, shared to check), and when: ``pipeline.steps``.
 PIN_ENV = "SGEMM_LAB_DEVICE"  # "index:uuid" of the GPU this process (and its children) is pinned to
 POLL_S = 0.05                 # how often a step waiting for any of several GPUs tries them again
 
@@ -126,7 +115,7 @@ class gpu_lock:
 
     @classmethod
     def for_mode(cls, mode: str | None) -> "gpu_lock | None":
-        """The lock for a ``lock_mode`` result (None: the step does not use the GPU)."""
+        """The lock for a mode of ``pipeline.steps.lock_mode`` (None: the step does not use the GPU)."""
         return None if mode is None else cls(exclusive=mode == "exclusive")
 
     def __enter__(self):
@@ -277,14 +266,3 @@ def device_columns() -> dict:
     """The GPU a result row was measured on, as columns (empty values when unknown: no driver)."""
     gpu = pinned()
     return dict(device_index=gpu.index if gpu else None, device_uuid=gpu.uuid if gpu else None)
-
-
-def lock_mode(step: str, cfg: LabConfig, impl: str | None) -> str | None:
-    """'exclusive', 'shared' or None (no GPU: host stages and the NumPy baseline when built or timed,
-    plots, report). Every check shares the GPU, a host stage's too: its FP32 limit comes from cuBLAS
-    on the same inputs (runners.CublasBaseline)."""
-    if step == "check":
-        return "shared"
-    if impl and step in ("build", "bench") and cfg.on_host(impl):
-        return None
-    return GPU_LOCK.get(step)

@@ -49,15 +49,6 @@ def batches(cfg: LabConfig, step: str) -> dict[str, tuple[str, ...]]:
     return {name: tuple(ids) for name, ids in groups.items() if ids}
 
 
-def uses_gpu(cfg: LabConfig, step: str, members: tuple[str, ...]) -> bool:
-    """Whether a batch job needs the GPU (its Snakemake resource, which a scheduler turns into a GPU
-    request): where any of its stages' steps takes the GPU lock (``measure.gpulock.lock_mode``), that is
-    everything but host-timed benches and host builds; a host stage's check takes it for cuBLAS."""
-    from ..measure.gpulock import lock_mode
-
-    return any(lock_mode(step, cfg, k) is not None for k in members)
-
-
 class Named(list):
     """A list whose items may also have names, like Snakemake's ``input``/``output`` (``o[0]``, ``o.status``)."""
 

@@ -23,8 +23,7 @@ SHAPE_SWEEP_COLUMNS = ["kernel", "candidate", "params", "m", "n", "k", "status",
                        "median_ms", "iqr_ms", "reps", "registers", "local_bytes", "within_local_budget"]
 
 
-def shape_sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
-                raw_config: dict | None = None) -> StepStatus | None:
+def shape_sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> StepStatus | None:
     """Every candidate of dispatch stage ``kernel`` on every shape it is timed on (bench and suite):
     compiled in parallel without the GPU, then verified and timed with the GPU to itself, each point in
     a supervised child process, with the tile sweeps' timing settings."""
@@ -66,8 +65,7 @@ def shape_sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
                 rows.append(dict(at, status="compile_error" if err else "filtered", reason=reason))
             else:
                 runnable.append((at, (params, cubin, (s.m, s.n, s.k))))
-    rows += time_points(cfg, kernel, runnable, raw_config=raw_config,
-                        label=lambda h: f"[shape sweep {kernel}] candidate {h['candidate']} at {h['m']}x{h['n']}x{h['k']}")
+    rows += time_points(cfg, kernel, runnable, label=lambda h: f"[shape sweep {kernel}] candidate {h['candidate']} at {h['m']}x{h['n']}x{h['k']}")
     rows.sort(key=lambda r: (r["m"], r["n"], r["k"], r["candidate"]))
     io.write_csv(out, rows, columns=SHAPE_SWEEP_COLUMNS + sorted({c for r in rows for c in r} - set(SHAPE_SWEEP_COLUMNS)))
     return point_problems(rows, ("ok", "filtered"), "shape-sweep points")

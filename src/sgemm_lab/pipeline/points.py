@@ -7,9 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..config.load import from_dict
 from ..config.records import LabConfig, Shape
-from ..measure.gpulock import gpu_lock, lock_mode
+from ..measure.gpulock import gpu_lock
 from ..results import io
 from ..measure.runners import runner_for
 from ..results.common import base_seed, log, point_problems, point_seed
@@ -18,12 +17,11 @@ from ..results.logs import setup as setup_logging
 from ..results.outcome import StepStatus
 
 
-def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | None, kind: str,
+def point_worker(cfg: LabConfig, impl: str, binary: str | None, record: str | None, kind: str,
                  inputs: str | None = None):
     """Built in the isolated child process: verifies (``check``) or measures (``bench``) one shape."""
     from ..measure.runners import TimingSettings
 
-    cfg = from_dict(raw_config, trusted=True)
     setup_logging(None)
     if kind == "bench":  # which processes hold the GPU before this one starts CUDA (see measure.foreign)
         from ..measure.foreign import note_before_cuda_once
@@ -58,12 +56,12 @@ def point_worker(raw_config: dict, impl: str, binary: str | None, record: str | 
     return work
 
 
-def batch_worker(raw_config: dict, members: dict, kind: str, inputs: str | None = None):
+def batch_worker(cfg: LabConfig, members: dict, kind: str, inputs: str | None = None):
     """Built in one child process for the points of several implementations (a batch job, see
     ``pipeline.batches``): ``(impl, *point)``, each implementation's worker made when its first point comes."""
     from ..measure.isolate import per_stage
 
-    return per_stage(lambda impl: point_worker(raw_config, impl, *members[impl], kind, inputs))
+    return per_stage(lambda impl: point_worker(cfg, impl, *members[impl], kind, inputs))
 
 
 def _outcome_rows(kind: str, impl: str, o, total: int, log=log) -> list[dict]:
@@ -97,17 +95,18 @@ def _points_of(shapes, seed_of) -> list:
             ((s[0].m, s[0].n, s[0].k), seed_of(s), s[1].name) for s in shapes]
 
 
-def _isolated_points(cfg: LabConfig, impl: str, kind: str, points: list, *, binary, record, raw_config,
+def _isolated_points(cfg: LabConfig, impl: str, kind: str, points: list, *, binary, record, gpu: str | None,
                      inputs: Path | None = None) -> list[dict]:
-    """Run each shape in a supervised child process; a hang, crash or CUDA error becomes a row."""
+    """Run each shape in a supervised child process, holding the GPU's lock as ``gpu`` says ('exclusive',
+    'shared' or None: ``pipeline.steps.lock_mode``); a hang, crash or CUDA error becomes a row."""
     from ..measure import isolate
 
     rows = []
     for o in isolate.run(points, factory=point_worker,
-                         args=(raw_config, impl, str(binary) if binary else None, str(record) if record else None, kind,
+                         args=(cfg, impl, str(binary) if binary else None, str(record) if record else None, kind,
                                str(inputs) if inputs else None),
                          timeout_s=cfg.watchdog_s, log=log,
-                         gate=gpu_lock.for_mode(lock_mode(kind, cfg, impl))):
+                         gate=gpu_lock.for_mode(gpu)):
         rows += _outcome_rows(kind, impl, o, len(points))
     return rows
 
@@ -144,11 +143,11 @@ def _check_done(impl: str, rows: list[dict], out: Path, base: int) -> StepStatus
 
 
 def check(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path,
-          raw_config: dict | None = None, env_json: Path | None = None) -> StepStatus | None:
+          gpu: str | None, env_json: Path | None = None) -> StepStatus | None:
     """Verify ``impl`` at the check shapes against float64 (a supervised child process), on the run's
-    shared inputs (``out``'s folder, ``inputs/``)."""
+    shared inputs (``out``'s folder, ``inputs/``); ``gpu``: how it holds the GPU (``pipeline.steps``)."""
     base, points = _check_plan(cfg, impl, record, env_json)
-    rows = _isolated_points(cfg, impl, "check", points, binary=binary, record=record, raw_config=raw_config,
+    rows = _isolated_points(cfg, impl, "check", points, binary=binary, record=record, gpu=gpu,
                             inputs=out.parent / "inputs")
     return _check_done(impl, rows, out, base)
 
@@ -166,13 +165,13 @@ def _bench_plan(cfg: LabConfig, impl: str, record: Path | None, env_json: Path |
 
 
 def bench_at(cfg: LabConfig, impl: str, shapes, *, binary: Path | None, record: Path | None,
-             raw_config: dict) -> list[dict]:
+             gpu: str | None) -> list[dict]:
     """The bench's rows of ``impl`` at ``shapes`` (each verified and timed in a supervised child process,
-    as the bench step does; the target ``time``)."""
+    as the bench step does; the target ``time``), holding the GPU as ``gpu`` says."""
     load_spec(cfg, impl, record)
     base = base_seed(cfg)
     points = _points_of(list(shapes), lambda s: point_seed(base, impl, s, "bench"))
-    return _isolated_points(cfg, impl, "bench", points, binary=binary, record=record, raw_config=raw_config)
+    return _isolated_points(cfg, impl, "bench", points, binary=binary, record=record, gpu=gpu)
 
 
 def _bench_done(impl: str, rows: list[dict], out: Path, _base=None) -> StepStatus | None:
@@ -181,11 +180,11 @@ def _bench_done(impl: str, rows: list[dict], out: Path, _base=None) -> StepStatu
 
 
 def bench(cfg: LabConfig, impl: str, *, binary: Path | None, record: Path | None, out: Path,
-          raw_config: dict | None = None) -> StepStatus | None:
+          gpu: str | None) -> StepStatus | None:
     """Verify and time ``impl`` at every bench shape and, for the stages in the suite, the suite shapes
-    (a supervised child process holding the GPU)."""
+    (a supervised child process holding the GPU as ``gpu`` says: 'exclusive', or None for a host stage)."""
     _, points = _bench_plan(cfg, impl, record)
-    rows = _isolated_points(cfg, impl, "bench", points, binary=binary, record=record, raw_config=raw_config)
+    rows = _isolated_points(cfg, impl, "bench", points, binary=binary, record=record, gpu=gpu)
     return _bench_done(impl, rows, out)
 
 
@@ -200,11 +199,11 @@ class Part:
     log: Path | None
 
 
-def many(kind: str, cfg: LabConfig, parts: list[Part], *, raw_config: dict,
-         env_json: Path | None = None) -> dict[str, tuple[object, float]]:
+def many(kind: str, cfg: LabConfig, parts: list[Part], *, gpu: str | None, env_json: Path | None = None) -> dict[str, tuple[object, float]]:
     """``check`` or ``bench`` of several implementations in one supervised child process per GPU (one
     CUDA context and warm clock for the batch; a hang, crash or CUDA error still ends only its point, and
-    the next point gets a fresh child). Each stage's log is its own. Returns impl -> (its StepStatus or
+    the next point gets a fresh child), holding the GPU as ``gpu`` says (the batch's stages alike). Each
+    stage's log is its own. Returns impl -> (its StepStatus or
     None, or the exception that stopped it; seconds spent on it)."""
     from ..measure.gpulock import child_gates
     from .batches import StagePoints, run_stages
@@ -225,8 +224,7 @@ def many(kind: str, cfg: LabConfig, parts: list[Part], *, raw_config: dict,
     if not plans:
         return results
     first = plans[0].stage
-    mode = lock_mode(kind, cfg, first)
-    gates = [None] if mode is None else child_gates(exclusive=mode == "exclusive")
+    gates = [None] if gpu is None else child_gates(exclusive=gpu == "exclusive")
     inputs = planned[first][0].out.parent / "inputs" if kind == "check" else None
     members = {impl: (str(p.binary) if p.binary else None, str(p.record) if p.record else None)
                for impl, (p, _) in planned.items()}
@@ -237,5 +235,5 @@ def many(kind: str, cfg: LabConfig, parts: list[Part], *, raw_config: dict,
 
     return results | run_stages(
         plans, factory=batch_worker,
-        args=(raw_config, members, kind, str(inputs) if inputs else None), gates=gates, timeout_s=cfg.watchdog_s,
+        args=(cfg, members, kind, str(inputs) if inputs else None), gates=gates, timeout_s=cfg.watchdog_s,
         on_point=lambda pl, o: _outcome_rows(kind, pl.stage, o, len(pl.points), log=pl.log), finish=finish)

@@ -8,7 +8,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ..config.load import from_dict
 from ..config.records import LabConfig, Shape
 from ..errors import ConfigError
 from ..measure.gpulock import child_gates
@@ -19,7 +18,10 @@ from ..results.logs import setup as setup_logging
 from ..results.outcome import StepStatus
 
 
-def sweep_worker(raw_config: dict, kernel: str, seed: int):
+# the columns its readers select by: a table without rows (the step failed) still has them
+SWEEP_COLUMNS = ["kernel", "m", "n", "k", "params", "status", "reason"]
+
+def sweep_worker(cfg: LabConfig, kernel: str, seed: int):
     """Built in the isolated child: loads, verifies and times one sweep point compiled by the parent."""
     import json
 
@@ -28,7 +30,6 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
     from ..gpu.launch import KernelLauncher
     from ..measure.runners import GpuRunner, TimingSettings
 
-    cfg = from_dict(raw_config, trusted=True)
     setup_logging(None)
     spec = load_spec(cfg, kernel, None)
     s = cfg.sweep
@@ -65,12 +66,12 @@ def sweep_worker(raw_config: dict, kernel: str, seed: int):
     return work
 
 
-def sweep_batch_worker(raw_config: dict, seed: int):
+def sweep_batch_worker(cfg: LabConfig, seed: int):
     """Built in one child process for the points of several stages' sweeps (a batch job, see
     ``pipeline.batches``): ``(kernel, *point)``, each stage's worker made when its first point comes."""
     from ..measure.isolate import per_stage
 
-    return per_stage(lambda kernel: sweep_worker(raw_config, kernel, seed))
+    return per_stage(lambda kernel: sweep_worker(cfg, kernel, seed))
 
 
 def _say_point(lg, tag: str, o) -> None:
@@ -83,8 +84,7 @@ def _say_point(lg, tag: str, o) -> None:
                 "" if r["verified"] else " NOT VERIFIED")
 
 
-def time_points(cfg: LabConfig, kernel: str, runnable: list[tuple[dict, tuple]], *, raw_config: dict | None,
-                label) -> list[dict]:
+def time_points(cfg: LabConfig, kernel: str, runnable: list[tuple[dict, tuple]], *, label) -> list[dict]:
     """Verify and time compiled points ``(head, (params, cubin[, (m, n, k)]))`` with the GPU to this
     step, each in a supervised child process (``sweep_worker``): one row per point, ``head`` merged
     into it, a hang or CUDA error being that point's row. ``label(head)`` names a point in the log."""
@@ -96,7 +96,7 @@ def time_points(cfg: LabConfig, kernel: str, runnable: list[tuple[dict, tuple]],
     # With several GPUs the points are dealt over all of them, each share timed with its GPU to itself.
     outcomes = isolate.run_split([p for _, p in runnable], child_gates(exclusive=True),
                                  factory=sweep_worker,
-                                 args=(raw_config, kernel, base_seed(cfg)), timeout_s=cfg.watchdog_s, log=log,
+                                 args=(cfg, kernel, base_seed(cfg)), timeout_s=cfg.watchdog_s, log=log,
                                  on_outcome=report)
     rows = []
     for o in outcomes:
@@ -167,20 +167,17 @@ def _done(rows: list[dict], out: Path) -> StepStatus | None:
     return point_problems(rows, ("ok", "filtered"), "sweep points")
 
 
-def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path,
-          raw_config: dict | None = None) -> StepStatus | None:
+def sweep(cfg: LabConfig, kernel: str, *, env_json: Path, out: Path) -> StepStatus | None:
     """Tile sweep of one stage on ``cfg.sweep.shape``: filter against the device limits recorded by the
     environment step and compile in parallel (no GPU needed; the precompile step's binaries read where it
     made them), then, with the GPU to itself, verify and time each point in a supervised child process
     (a hang or CUDA error is that point's row)."""
     rows, runnable = _plan(cfg, kernel, env_json, log.info)
-    rows += time_points(cfg, kernel, runnable, raw_config=raw_config,
-                        label=lambda head: f"[sweep {kernel}] {head['params']}")
+    rows += time_points(cfg, kernel, runnable, label=lambda head: f"[sweep {kernel}] {head['params']}")
     return _done(rows, out)
 
 
-def sweep_many(cfg: LabConfig, parts: list[tuple[str, Path, Path | None]], *, env_json: Path,
-               raw_config: dict) -> dict[str, tuple[object, float]]:
+def sweep_many(cfg: LabConfig, parts: list[tuple[str, Path, Path | None]], *, env_json: Path) -> dict[str, tuple[object, float]]:
     """The sweeps of several stages ``(kernel, out, log)`` in a batch job: each filtered and compiled,
     then all their points in one supervised child process per GPU (``sweep_batch_worker``). Returns
     kernel -> (its StepStatus or None, or the exception that stopped it; seconds spent on it)."""
@@ -213,5 +210,5 @@ def sweep_many(cfg: LabConfig, parts: list[tuple[str, Path, Path | None]], *, en
         return _done(filtered + kept, out)
 
     return results | run_stages(plans, factory=sweep_batch_worker,
-                                args=(raw_config, base_seed(cfg)), gates=child_gates(exclusive=True),
+                                args=(cfg, base_seed(cfg)), gates=child_gates(exclusive=True),
                                 timeout_s=cfg.watchdog_s, on_point=on_point, finish=finish)

@@ -13,6 +13,7 @@ Results: ``results/<run>/time/time.csv`` (the bench's columns, the baseline and 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from ..config.records import BASELINES, LabConfig
 from ..errors import LabError
@@ -53,9 +54,10 @@ def plan(cfg: LabConfig) -> list[str]:
 
 
 def time_shapes(cfg: LabConfig, *, builds: dict[str, tuple[Path | None, Path | None]], out_csv: Path,
-                out_md: Path, raw_config: dict) -> StepStatus | None:
+                out_md: Path, gpu: Callable[[str], str | None]) -> StepStatus | None:
     """Verify and time the target's stages at its shapes from their builds (impl -> (binary, record); none
-    for a baseline or a stage that needs sweeps); write the table and its page."""
+    for a baseline or a stage that needs sweeps), each holding the GPU as ``gpu(impl)`` says (``pipeline.steps``);
+    write the table and its page."""
     rows: list[dict] = []
     shapes = list(cfg.time_shapes)
     for impl in plan(cfg):
@@ -67,7 +69,7 @@ def time_shapes(cfg: LabConfig, *, builds: dict[str, tuple[Path | None, Path | N
             continue
         binary, record = builds.get(impl, (None, None))
         try:
-            rows += points.bench_at(cfg, impl, shapes, binary=binary, record=record, raw_config=raw_config)
+            rows += points.bench_at(cfg, impl, shapes, binary=binary, record=record, gpu=gpu(impl))
         except NotRun as exc:  # its build failed (the build job's record says why)
             rows += [dict(kernel=impl, m=s.m, n=s.n, k=s.k, status=NOT_RUN, reason=str(exc), verified=False)
                      for s in shapes]

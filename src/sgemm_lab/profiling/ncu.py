@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config.records import Shape
+from ..config import handoff
+from ..config.records import LabConfig, Shape
 from ..errors import LabError
 
 if TYPE_CHECKING:
@@ -174,14 +175,15 @@ class Profiler:
     (``wait``). The target takes the GPU lock itself once it has started, so ncu's and Python's start-up
     overlap whatever holds the GPU meanwhile."""
 
-    def __init__(self, *, items: list[ProfileItem], config: dict, report: Path, log, gpu_lock: Path | None = None):
-        self.items, self.report, self.log = list(items), Path(report), log
+    def __init__(self, *, items: list[ProfileItem], cfg: LabConfig, report: Path, log, gpu_lock: Path | None = None):
+        self.items, self.cfg, self.report, self.log = list(items), cfg, Path(report), log
         self.ncu = ncu_path()
         self.proc = None
         self.csv_log = self.report.with_suffix(".ncu.log")
         self.out = self.report.with_suffix(".ncu.out")
         self.plan = self.report.with_suffix(".plan.json")
-        self.target_args = ["--config-json", json.dumps(config), "--plan", str(self.plan),
+        self.config = self.report.with_suffix(".config.pickle")  # the run's configuration, for the target
+        self.target_args = ["--config", str(self.config), "--plan", str(self.plan),
                             "--gpu-lock", str(gpu_lock or "")]
 
     def start(self) -> "Profiler":
@@ -189,6 +191,7 @@ class Profiler:
             return self
         self.report.parent.mkdir(parents=True, exist_ok=True)
         self.plan.write_text(json.dumps([i.as_plan() for i in self.items], indent=1) + "\n")
+        handoff.write(self.cfg, self.config)
         target = [sys.executable, "-m", "sgemm_lab.profiling.target", *self.target_args]
         cmd = ncu_command(ncu=self.ncu, report=self.report.with_suffix(""), regex=kernel_regex(self.items),
                           launches=len(launches(self.items)), target=target, csv_log=self.csv_log)
@@ -236,10 +239,11 @@ class Profiler:
         return tidy(export_csv(self.ncu, self.report), items=self.items)
 
 
-def target_args(*, config: dict, impl: str, binary: Path | None, record: Path | None, shapes: list[Shape],
+def target_args(*, config: Path, impl: str, binary: Path | None, record: Path | None, shapes: list[Shape],
                 gpu_lock: Path | None = None) -> list[str]:
-    """Arguments of ``sgemm_lab.profiling.target`` for one implementation (the sanitizers' runs); with
-    ``gpu_lock`` the target takes that lock (exclusive) after its start-up."""
-    return ["--config-json", json.dumps(config), "--impl", impl, "--binary", str(binary or ""),
+    """Arguments of ``sgemm_lab.profiling.target`` for one implementation (the sanitizers' runs): ``config``
+    the run's configuration as ``config.handoff`` wrote it; with ``gpu_lock`` the target takes that lock
+    (exclusive) after its start-up."""
+    return ["--config", str(config), "--impl", impl, "--binary", str(binary or ""),
             "--record", str(record or ""), "--gpu-lock", str(gpu_lock or ""),
             "--shapes", *map(str, shapes)]

@@ -24,7 +24,7 @@ def _not_profiled(out: Path, impl: str, shapes, why: str) -> None:
 
 
 def profile(cfg: LabConfig, *, builds: dict[str, tuple[Path | None, Path | None]], outs: dict[str, Path],
-            report: Path, raw_config: dict) -> StepStatus | None:
+            report: Path) -> StepStatus | None:
     """Nsight Compute on every GPU implementation (``builds``: impl -> binary, record; none for cuBLAS) at
     the profile shapes each supports, in one ncu run; one tidy table per implementation (``outs``).
     A stage whose build failed, or that supports no profile shape, gets a row saying so."""
@@ -48,7 +48,7 @@ def profile(cfg: LabConfig, *, builds: dict[str, tuple[Path | None, Path | None]
         _not_profiled(outs[impl], impl, cfg.profile.shapes, why)
     if not items:
         return None
-    profiler = Profiler(items=items, config=raw_config, report=report, log=log, gpu_lock=lock_path().resolve())
+    profiler = Profiler(items=items, cfg=cfg, report=report, log=log, gpu_lock=lock_path().resolve())
     log.info("[profile] %d implementations: %s", len(items), ", ".join(i.impl for i in items))
     try:
         df = profiler.start().wait(timeout_s=cfg.watchdog_s + 30 * len(items))

@@ -1,8 +1,8 @@
 """The process Nsight Compute profiles (and compute-sanitizer checks): one launch per implementation
 and shape, each after a warm-up.
 
-    python -m sgemm_lab.profiling.target --config-json '{...}' --plan results/<run>/profile/ladder.plan.json
-    python -m sgemm_lab.profiling.target --config-json '{...}' --impl <kernel> \\
+    python -m sgemm_lab.profiling.target --config results/<run>/profile/ladder.config.pickle --plan results/<run>/profile/ladder.plan.json
+    python -m sgemm_lab.profiling.target --config results/<run>/profile/ladder.config.pickle --impl <kernel> \\
         --binary results/<run>/build/<kernel>.bin --record results/<run>/build/<kernel>.json \\
         --shapes 1024x1024x1024 4096x4096x4096
 
@@ -34,7 +34,7 @@ REWARM_S = 0.05  # before each later launch: the clock is already up, this keeps
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--config-json", required=True)
+    ap.add_argument("--config", required=True, help="the run's configuration, as the step wrote it (config.handoff)")
     ap.add_argument("--plan", default="", help="JSON list of {impl, binary, record, shapes}, launched in order")
     ap.add_argument("--impl", default="")
     ap.add_argument("--binary", default="")
@@ -47,12 +47,12 @@ def main(argv=None) -> None:
 
     from contextlib import ExitStack
 
-    from ..config.load import from_dict
+    from ..config import handoff
     from ..config.records import Shape
     from ..measure.gpulock import gpu_lock
     from ..dispatch.resolve import load_spec
 
-    cfg = from_dict(json.loads(args.config_json), trusted=True)
+    cfg = handoff.read(Path(args.config))
     if args.plan:
         plan = json.loads(Path(args.plan).read_text())
     elif args.impl and args.shapes:

@@ -17,15 +17,17 @@ SANITIZE_COLUMNS = ["kernel", "tool", "status", "summary", "log", "m", "n", "k"]
 
 
 def sanitize(cfg: LabConfig, *, builds: dict[str, tuple[Path | None, Path | None]], outs: dict[str, Path],
-             log_dir: Path, raw_config: dict) -> StepStatus | None:
+             log_dir: Path) -> StepStatus | None:
     """compute-sanitizer's four tools on every CUDA stage (``builds``: stage -> binary, record), each at a
     small shape it supports, the tools of all stages side by side (one process per core); one table per
     stage (``outs``). A stage whose build failed gets an empty table (its build's status says why)."""
     import os
 
+    from ..config import handoff
     from ..profiling.ncu import target_args
     from .sanitize import run_all, sanitize_shape
 
+    config = handoff.write(cfg, log_dir / "config.pickle")  # for the target processes
     stages, shapes = {}, {}
     for impl, (binary, record) in builds.items():
         try:
@@ -35,7 +37,7 @@ def sanitize(cfg: LabConfig, *, builds: dict[str, tuple[Path | None, Path | None
             io.write_csv(outs[impl], [], columns=SANITIZE_COLUMNS)
             continue
         shapes[impl] = sanitize_shape(spec, cfg.check.shapes)
-        stages[impl] = target_args(config=raw_config, impl=impl, binary=binary, record=record, shapes=[shapes[impl]])
+        stages[impl] = target_args(config=config, impl=impl, binary=binary, record=record, shapes=[shapes[impl]])
     parallel = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     log.info("[sanitize] %d stages x 4 tools, %d processes at a time", len(stages), parallel)
 
