@@ -85,3 +85,16 @@ def test_the_profiler_hands_its_target_the_config_it_was_given(lab, tmp_path, mo
     with pytest.raises(SystemExit) as stop:  # read, then refused for want of a plan: nothing reaches the GPU
         target.main(["--config", path])
     assert stop.value.code == 2 and "give --plan, or --impl with --shapes" in capsys.readouterr().err
+
+
+def test_a_spawned_point_process_receives_the_config_object(lab):
+    """Several GPUs spawn the point processes (fresh interpreters), so the LabConfig crosses pickled: a
+    NumPy bench point, timed on the CPU in such a child, comes back measured."""
+    from sgemm_lab.measure import isolate
+    from sgemm_lab.pipeline import points
+
+    (out,) = list(isolate.run([((48, 40, 56), 7)], factory=points.point_worker,
+                              args=(lab, "numpy", None, None, "bench"), timeout_s=120, start_method="spawn"))
+    assert out.status == "ok", out.message
+    (row,) = out.rows
+    assert row["status"] == "ok" and row["verified"] and (row["m"], row["n"], row["k"]) == (48, 40, 56)
