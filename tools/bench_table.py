@@ -13,7 +13,6 @@ import argparse
 import math
 
 import pandas as pd
-import sys
 from _cli import run  # noqa: E402 - tools/ is the script's folder
 
 
