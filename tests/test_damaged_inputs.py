@@ -285,7 +285,7 @@ def test_plot_and_report_refuse_a_damaged_table_and_keep_what_they_wrote(raw_con
     out.mkdir()
     for name in ("bench.csv", "check.csv", "build.csv", "ncu_metrics.csv", "sanitize.csv", "environment.json"):
         shutil.copy(FIX / name, out / name)
-    figs = {n: out / "figures" / f"{n}.png" for n in ("size", "ladder", "accuracy", "roofline", "stalls", "memory")}
+    figs = {n: out / "figures" / f"{n}.png" for n in ("size", "ladder", "accuracy", "roofline", "levels", "stalls", "memory")}
     (out / "figures").mkdir()
     for f in figs.values():
         f.write_bytes(b"\x89PNG earlier figure")

@@ -205,17 +205,17 @@ def test_figures_drawn_side_by_side_are_the_figures_drawn_one_after_another(lab,
         out = tmp_path / str(processes)
         out.mkdir()
         outs = SimpleNamespace(size=out / "size.png", ladder=out / "ladder.png", roofline=out / "roofline.png",
-                               stalls=out / "stalls.png", memory=out / "memory.png", accuracy=out / "accuracy.png")
+                               levels=out / "levels.png", stalls=out / "stalls.png", memory=out / "memory.png", accuracy=out / "accuracy.png")
         status = step.plot(lab, bench_csv=run / "bench.csv", ncu_csv=run / "ncu_metrics.csv",
                            ceilings_json=run / "ceilings.json", outs=outs, sweeps=sweeps,
                            heatmaps=[out / f"sweep_{p.stem}.png" for p in sweeps], check_csv=run / "check.csv",
                            processes=processes)
-        assert status is not None and "1 of 8 figures not drawn (stalls.png: ValueError: no stalls today)" in status.message
+        assert status is not None and "1 of 9 figures not drawn (stalls.png: ValueError: no stalls today)" in status.message
         drawn[processes] = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in out.iterdir()}
         by = set(pids.read_text().split())
         pids.unlink()
         assert by == {str(os.getpid())} if processes == 1 else str(os.getpid()) not in by  # forked: drawn elsewhere
-    assert len(drawn[1]) == 8 and drawn[1] == drawn[3]
+    assert len(drawn[1]) == 9 and drawn[1] == drawn[3]
 
 
 def test_size_figure_with_only_the_references_timed_is_no_figure_not_an_error(tmp_path):

@@ -39,9 +39,9 @@ rule aggregate:
 
 
 rule plot:
-    """Figures: TFLOP/s vs size, the ladder at the headline shape, accuracy against speed, roofline, warp stalls, bank conflicts
-    and occupancy (the last three from Nsight Compute), and a heatmap of every tile sweep; one job, so
-    that matplotlib starts once."""
+    """Figures: TFLOP/s vs size, the ladder at the headline shape, accuracy against speed, roofline, hierarchical
+    roofline, warp stalls, bank conflicts and occupancy (the last four from Nsight Compute), and a heatmap of
+    every tile sweep; one job, so that matplotlib starts once."""
     input:
         bench=f"{REPORTS}/bench.csv",
         check=f"{REPORTS}/check.csv",
@@ -56,6 +56,8 @@ rule plot:
                         category="Ladder"),
         roofline=report(update(f"{REPORTS}/figures/{FIGURES['roofline']}"), caption="../report/roofline.rst",
                         category="Profile"),
+        levels=report(update(f"{REPORTS}/figures/{FIGURES['levels']}"), caption="../report/roofline_levels.rst",
+                      category="Profile"),
         stalls=report(update(f"{REPORTS}/figures/{FIGURES['stalls']}"), caption="../report/stalls.rst", category="Profile"),
         memory=report(update(f"{REPORTS}/figures/{FIGURES['memory']}"), caption="../report/memory.rst", category="Profile"),
         heatmaps=[

@@ -38,6 +38,18 @@ METRICS = {
     "dram__bytes_write.sum": "dram_bytes_write",
     "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct",
     "dram__bytes.sum.per_second": "dram_bandwidth",
+    "dram__bytes.sum.peak_sustained": "dram_peak_bytes_per_cycle",
+    "dram__cycles_elapsed.avg.per_second": "dram_clock_hz",
+    # the hierarchy's other levels (report.levels): bytes, and the peak as bytes a cycle times the clock
+    "lts__t_bytes.sum": "l2_bytes",
+    "lts__t_bytes.sum.peak_sustained": "l2_peak_bytes_per_cycle",
+    "lts__cycles_elapsed.avg.per_second": "l2_clock_hz",
+    "l1tex__t_bytes.sum": "l1_bytes",
+    "l1tex__t_bytes.sum.peak_sustained": "l1_peak_bytes_per_cycle",
+    "sm__sass_data_bytes_mem_shared.sum": "smem_bytes",  # LDS/STS/LDSM bytes (not wgmma's operand reads)
+    "sm__sass_data_bytes_mem_shared.sum.peak_sustained": "smem_peak_bytes_per_cycle",
+    "sm__cycles_elapsed.avg.per_second": "sm_clock_hz",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum.pct_of_peak_sustained_elapsed": "smem_pipe_pct",
     "lts__t_sectors_srcunit_tex_op_read.sum": "l2_sectors_read_by_sm",
     "lts__t_sector_hit_rate.pct": "l2_hit_rate_pct",
     "l1tex__t_sector_hit_rate.pct": "l1_hit_rate_pct",

@@ -1,5 +1,6 @@
-"""Figures of the profile (seaborn, headless like ``plots``): the roofline, the stall reasons and the
-memory and occupancy panels, from the Nsight Compute metrics."""
+"""Figures of the profile (seaborn, headless like ``plots``): the roofline, the hierarchical roofline (one
+panel a memory level), the stall reasons and the memory and occupancy panels, from the Nsight Compute
+metrics."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from .levels import LEVELS, level_table, roofs as level_roofs  # noqa: E402
 from .plots import at_shape, place_labels, save_figure, save_or_say, placeholder  # noqa: E402
 
 
@@ -108,6 +110,76 @@ def roofline_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, o
     bars.set_xlabel("% of its roof (fp32: FMA; tf32: TF32 tensor; 3xtf32: a third of it; DRAM where lower)")
     bars.set_title("Share of the roof", fontsize=10)
     bars.tick_params(axis="y", labelsize=8)
+    return fig
+
+
+def levels(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, out: Path, *, order: list[str], shape,
+           precision: dict[str, str] | None = None) -> None:
+    """The hierarchical roofline: one panel a memory level (DRAM, L2, L1, shared memory), each stage at
+    its FLOPs per byte of that level under the compute roofs and that level's peak (ncu's)."""
+    fig = levels_figure(bench, ncu, ceilings, order=order, shape=shape, precision=precision)
+    if isinstance(fig, str):
+        placeholder(out, fig)
+    else:
+        save_figure(fig, out)
+
+
+def levels_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, order: list[str], shape,
+                  precision: dict[str, str] | None = None):
+    """The figure of :func:`levels`, or a string saying why there is none."""
+    table = level_table(ncu, bench, order=order, shape=shape, precision=precision)
+    if table.empty:
+        return ("hierarchical roofline: no L2, L1 or shared-memory byte counters in this run's profile "
+                "(profiled before the lab collected them, or not profiled)")
+    if "fp32_tflops" not in ceilings:
+        return "hierarchical roofline: no measured ceilings (the ceilings step did not run or failed)"
+    table = table.assign(precision=[c if c in ("tf32", "3xtf32") else "fp32" for c in table.precision])
+    peak, tensor = ceilings["fp32_tflops"], ceilings.get("tf32_tflops")
+    compute = [(peak, "-", 2.0, f"FMA {peak:.1f} TFLOP/s")]
+    if tensor:
+        compute += [(tensor, "--", 1.5, f"TF32 tensor {tensor:.0f} TFLOP/s"),
+                    (tensor / 3, ":", 1.0, f"its third, {tensor / 3:.0f} (3xTF32)")]
+    bw = level_roofs(table)
+    names = [lv.name for lv in LEVELS if lv.name in bw]
+    classes = [c for c in ("fp32", "tf32", "3xtf32") if c in set(table.precision)]
+    colours = dict(zip(("fp32", "tf32", "3xtf32"), sns.color_palette("deep", 3)))
+    markers = {"fp32": "o", "tf32": "X", "3xtf32": "s"}
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, axes = plt.subplots(2, 2, figsize=(14, 11), sharey=True, squeeze=False)
+    y_lo = float(table.tflops.min()) / 3
+    y_hi = max(tensor or peak, float(table.tflops.max())) * 3
+    m, n, k = shape
+    for ax, name in zip(axes.flat, names):
+        part = table[table.level == name]
+        lo, hi = float(part.intensity.min()) / 4, float(part.intensity.max()) * 4
+        lo, hi = min(lo, 0.5 * peak / bw[name]), max(hi, 4 * (tensor or peak) / bw[name])  # both ridges shown
+        xs = np.logspace(np.log10(lo), np.log10(hi), 200)
+        for roof, style, width, _ in compute:
+            ax.plot(xs, np.minimum(roof, xs * bw[name]), color="black", linestyle=style, linewidth=width)
+        for cls in classes:
+            pts = part[part.precision == cls]
+            ax.scatter(pts.intensity, pts.tflops, color=colours[cls], marker=markers[cls], s=45, zorder=3)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(y_lo, y_hi)
+        ax.set_title(f"{name}: peak {bw[name]:.1f} TB/s (ncu, at the launch's clock)", fontsize=10)
+        ax.set_xlabel(f"2·M·N·K / {name} bytes (FLOP/byte)")
+        place_labels(fig, ax, part.assign(kernel=_short_labels(list(part.kernel))), x="intensity", y="tflops")
+    for ax in list(axes.flat)[len(names):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("TFLOP/s (median, bench)")
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color="black", linestyle=s, linewidth=w, label=t) for _, s, w, t in compute]
+    handles += [Line2D([], [], color=colours[c], marker=markers[c], linestyle="None", label=c) for c in classes]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
+    fig.suptitle(f"Hierarchical roofline at {m}x{n}x{k}: each stage once a memory level; the level where it "
+                 "sits nearest the sloped roof is its tightest.\nwgmma's operand reads and TMA's copies into "
+                 "shared memory are not SASS traffic: L1 and shared points of such stages count only the rest.",
+                 fontsize=10)
+    fig.tight_layout(rect=(0, 0.04, 1, 0.95))
     return fig
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..config.records import LabConfig
 from ..measure.foreign import LOOKBACK_S
+from . import levels
 from .markdown import md_table, md_text
 from .numbers import retime_lines
 from .problems import disturbance_summary, failed_steps_section, failure_section
@@ -215,7 +216,9 @@ def _profile(run: _Run) -> list[str]:
         out += ["", f"Traffic model of the notes vs measurement at {shape_label(*hs)} (loads per element of C; "
                     "L2→SM = sectors the SMs read from L2 × 32 B; the FFMA column checks that each stage does "
                     "M·N·K fused multiply-adds):", "", mt]
-    out += ["", f"![roofline]({fig.get('roofline', '')})", "", f"![warp stalls]({fig.get('stalls', '')})", "",
+    out += ["", f"![roofline]({fig.get('roofline', '')})", "", *levels.section(
+        run.ncu, run.bench, order=list(cfg.implementations), shape=hs, figure=fig.get("levels", ""),
+        precision=cfg.precisions), f"![warp stalls]({fig.get('stalls', '')})", "",
             f"![bank conflicts and occupancy]({fig.get('memory', '')})", ""]
     if unavailable:
         out += ["Not profiled: " + "; ".join(unavailable) + ".", ""]

@@ -123,6 +123,8 @@ def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path 
         outs.ladder: lambda out: plots.ladder_bars(bench_df, out, order=order, shape=shape),
         outs.roofline: lambda out: profile_plots.roofline(bench_df, ncu, ceil, out, order=order, shape=shape,
                                                           precision=cfg.precisions),
+        outs.levels: lambda out: profile_plots.levels(bench_df, ncu, ceil, out, order=order, shape=shape,
+                                                      precision=cfg.precisions),
         outs.stalls: lambda out: profile_plots.stall_bars(ncu, out, order=order, shape=shape),
         outs.memory: lambda out: profile_plots.memory_occupancy(ncu, out, order=order, shape=shape),
     }
