@@ -9,6 +9,7 @@ from matplotlib.text import Text
 
 from sgemm_lab.profiling.ncu import METRICS
 from sgemm_lab.report import levels, profile_plots
+from sgemm_lab.report.run_files import FIGURES
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "fixtures" / "h100"
@@ -84,7 +85,7 @@ def test_a_run_profiled_without_the_counters_has_no_table_and_says_so():
     order = sorted(set(bench.kernel))
     shape = (4096, 4096, 4096)
     assert levels.level_table(ncu, bench, order=order, shape=shape).empty
-    lines = levels.section(ncu, bench, order=order, shape=shape, figure="figures/roofline_levels.png")
+    lines = levels.section(ncu, bench, order=order, shape=shape, figures={"roofline_levels": "figures/roofline_levels.png"})
     assert "does not have" in lines[0] and not any(ln.startswith("![") for ln in lines)
     why = profile_plots.levels_figure(bench, ncu, {"fp32_tflops": 60.0, "dram_gbps": 3000.0}, order=order, shape=shape)
     assert isinstance(why, str) and "no L2, L1 or shared-memory byte counters" in why
@@ -115,3 +116,13 @@ def test_the_figure_has_a_panel_a_level_under_its_peak_and_labels_every_point(tm
                        for i, p in enumerate(boxes) for q in boxes[i + 1:])
     profile_plots.levels(bench, ncu, ceilings, tmp_path / "levels.png", order=["a", "b"], shape=SHAPE)
     assert (tmp_path / "levels.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_report_shows_the_figure_the_plot_step_draws():
+    """The report names the figure by the file the workflow's plot rule writes (run_files.FIGURES), and
+    the table follows it."""
+    ncu, bench = _tables()
+    stem = Path(FIGURES["levels"]).stem
+    lines = levels.section(ncu, bench, order=["a", "b"], shape=SHAPE, figures={stem: f"figures/{FIGURES['levels']}"})
+    assert lines[0] == f"![hierarchical roofline](figures/{FIGURES['levels']})"
+    assert any(ln.startswith("| `a` | 60% |") for ln in "\n".join(lines).splitlines())

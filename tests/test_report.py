@@ -15,7 +15,7 @@ from sgemm_lab.report import sections, stage_tables
 from sgemm_lab.report import tables as report_tables
 
 FIX = ROOT / "tests" / "fixtures" / "h100"
-FIGS = ["tflops_vs_size", "ladder", "accuracy", "roofline", "levels", "stalls", "memory"]
+FIGS = ["tflops_vs_size", "ladder", "accuracy", "roofline", "roofline_levels", "stalls", "memory"]
 
 
 @pytest.fixture

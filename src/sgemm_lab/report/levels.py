@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import PurePath
 
 import pandas as pd
 
 from .markdown import md_table
+from .run_files import FIGURES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,15 +111,16 @@ def markdown(table: pd.DataFrame, *, order: list[str]) -> str:
     return md_table(head, rows, align="l" + "r" * len(levels) + "l")
 
 
-def section(ncu: pd.DataFrame | None, bench: pd.DataFrame, *, order: list[str], shape, figure: str,
+def section(ncu: pd.DataFrame | None, bench: pd.DataFrame, *, order: list[str], shape, figures: dict,
             precision: dict[str, str] | None = None) -> list[str]:
-    """The report's lines on the hierarchy: the figure, then the table of shares (or one line saying why
-    there is none)."""
+    """The report's lines on the hierarchy: the figure (``figures``: the report's figures by file stem),
+    then the table of shares (or one line saying why there is none)."""
     m, n, k = shape
     table = level_table(ncu, bench, order=order, shape=shape, precision=precision)
     if table.empty:
         return ["The hierarchical roofline needs Nsight Compute's L2, L1 and shared-memory byte counters, which "
                 "this run's profile does not have (it was profiled before the lab collected them).", ""]
+    figure = figures.get(PurePath(FIGURES["levels"]).stem, "")
     return [f"![hierarchical roofline]({figure})", "",
             f"Bandwidth at each memory level at {m}x{n}x{k}, as a share of that level's peak (Nsight Compute's "
             "bytes a cycle at the clock of the launch; bytes over the profiled launch's duration), and for shared "

@@ -145,7 +145,7 @@ def levels_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, ord
     colours = dict(zip(("fp32", "tf32", "3xtf32"), sns.color_palette("deep", 3)))
     markers = {"fp32": "o", "tf32": "X", "3xtf32": "s"}
     sns.set_theme(style="whitegrid", context="notebook")
-    fig, axes = plt.subplots(2, 2, figsize=(14, 11), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(2, 2, figsize=(16, 13), sharey=True, squeeze=False)
     y_lo = float(table.tflops.min()) / 3
     y_hi = max(tensor or peak, float(table.tflops.max())) * 3
     m, n, k = shape
@@ -165,7 +165,15 @@ def levels_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, ord
         ax.set_ylim(y_lo, y_hi)
         ax.set_title(f"{name}: peak {bw[name]:.1f} TB/s (ncu, at the launch's clock)", fontsize=10)
         ax.set_xlabel(f"2·M·N·K / {name} bytes (FLOP/byte)")
-        place_labels(fig, ax, part.assign(kernel=_short_labels(list(part.kernel))), x="intensity", y="tflops")
+        # labelled where they stand apart; where they crowd, in a zoomed inset (as on the roofline)
+        part = part.assign(label=_short_labels(list(part.kernel))).reset_index(drop=True)
+        crowded = _crowded(fig, ax, part)
+        place_labels(fig, ax, part[~crowded].assign(kernel=part.label[~crowded]), x="intensity", y="tflops")
+        if crowded.sum() > 1:
+            _zoom(fig, ax, part[crowded], part[~crowded], colours, roofs=[(r, s, w) for r, s, w, _ in compute],
+                  bw=bw[name])
+        elif crowded.any():
+            place_labels(fig, ax, part[crowded].assign(kernel=part.label[crowded]), x="intensity", y="tflops")
     for ax in list(axes.flat)[len(names):]:
         ax.set_visible(False)
     for ax in axes[:, 0]:

@@ -217,7 +217,7 @@ def _profile(run: _Run) -> list[str]:
                     "L2→SM = sectors the SMs read from L2 × 32 B; the FFMA column checks that each stage does "
                     "M·N·K fused multiply-adds):", "", mt]
     out += ["", f"![roofline]({fig.get('roofline', '')})", "", *levels.section(
-        run.ncu, run.bench, order=list(cfg.implementations), shape=hs, figure=fig.get("levels", ""),
+        run.ncu, run.bench, order=list(cfg.implementations), shape=hs, figures=fig,
         precision=cfg.precisions), f"![warp stalls]({fig.get('stalls', '')})", "",
             f"![bank conflicts and occupancy]({fig.get('memory', '')})", ""]
     if unavailable:
