@@ -71,14 +71,26 @@ extern "C" __global__ void __launch_bounds__(256, 1) lab_tf32_probe(float* out, 
 """
 TF32_ARCH = "sm_90a"  # wgmma exists on compute capability 9.0 only, built for its arch-specific target
 
+# The same loop with wgmma's INT8 product (m64n256k32, s8 x s8 into 128 INT32 registers a thread): the
+# roof of integer emulation's products (the Ozaki scheme II; kernels/notes/history/18-ozaki2-predictions.md).
+# Integer wgmma takes no scale or transpose arguments; A's 64 x 32 bytes are 4 registers a thread as for TF32.
+_INT8_PROBE = _TF32_PROBE.replace("float (&d)[128]", "int (&d)[128]").replace(
+    "m64n256k8.f32.tf32.tf32", "m64n256k32.s32.s8.s8").replace("%132, 1, 1, 1;", "%132, 1;").replace(
+    '"+f"(d[', '"+r"(d[').replace("lab_tf32_probe", "lab_int8_probe").replace(
+    "float d[128];", "int d[128];").replace("d[i] = 0.0f;", "d[i] = 0;").replace(
+    "float s = 0.0f;", "int s = 0;").replace("if (s == 1.2345f) out[0] = s;", "if (s == 12345) out[0] = s;")
 
-def compile_probes(arch: str) -> dict[str, bytes]:
-    """The probes' binaries for ``arch`` (nvcc only, no GPU: compiled before the step takes the GPU)."""
+
+def compile_probes(arch: str, *, int8: bool = False) -> dict[str, bytes]:
+    """The probes' binaries for ``arch`` (nvcc only, no GPU: compiled before the step takes the GPU); with
+    ``int8``, on Hopper, the INT8 tensor-core probe too (``tools/probes/int8_roof.py``; not yet a step's)."""
     from ..gpu.build import nvcc
 
     out = {"fma": nvcc("ceilings (FMA probe)", _FMA_PROBE, ["-O3", f"-DCHAINS={FMA_CHAINS}"], arch)}
     if arch == "sm_90":
         out["tf32"] = nvcc("ceilings (TF32 probe)", _TF32_PROBE, ["-O3", f"-DGROUP={TF32_GROUP}"], TF32_ARCH)
+        if int8:
+            out["int8"] = nvcc("ceilings (INT8 probe)", _INT8_PROBE, ["-O3", f"-DGROUP={TF32_GROUP}"], TF32_ARCH)
     return out
 
 
@@ -134,6 +146,13 @@ def measure_ceilings(cubins: dict[str, bytes], *, warmup_ms: float = 300, reps: 
         rec["tf32_tflops"] = 2.0 * 64 * 256 * 8 * products / (t.stats.median_ms * 1e-3) / 1e12
         rec["tf32_probe"] = dict(blocks=blocks, threads=256, instruction="wgmma m64n256k8 tf32", group=group,
                                  iters=iters, **row)
+        if "int8" in cubins:
+            i8 = cuda.module_from_buffer(cubins["int8"]).get_function("lab_int8_probe")
+            i8.prepare("Pi")
+            t, row = timed(lambda: i8.prepared_async_call((blocks, 1), (256, 1, 1), stream, scratch, iters))
+            rec["int8_tops"] = 2.0 * 64 * 256 * 32 * products / (t.stats.median_ms * 1e-3) / 1e12
+            rec["int8_probe"] = dict(blocks=blocks, threads=256, instruction="wgmma m64n256k32 s8", group=group,
+                                     iters=iters, **row)
     else:
         rec["tf32_probe"] = dict(skipped=f"wgmma needs compute capability 9.0; this GPU is {dev.compute_capability}")
     scratch.free()
