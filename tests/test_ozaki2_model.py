@@ -82,3 +82,10 @@ def test_the_time_model_counts_bytes_and_divides_the_runs_own_times(tmp_path):
     for r in table:
         assert r["x cublas"] == pytest.approx(0.5 / r["total_ms"])
         assert r["x 20_dispatch_3xtf32"] == pytest.approx(0.25 / r["total_ms"])
+
+
+def test_the_count_rule_keeps_fp32_width_and_takes_the_fewest():
+    for k in (1, 320, 4096, 16384, 65536, 131071):
+        c = model.count_for(k)
+        assert model.beta_bits(model.moduli(c), k) >= 24 > model.beta_bits(model.moduli(c - 1), k)
+    assert [model.count_for(k) for k in (320, 4096, 65536)] == [8, 8, 9]

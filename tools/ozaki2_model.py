@@ -57,6 +57,15 @@ def beta_bits(mods: list[int], k: int) -> int:
     return max(0, beta // 2)
 
 
+def count_for(k: int, bits: int = 24) -> int:
+    """The fewest moduli that let every operand row (column) keep ``bits`` bits below its largest element
+    at this K (24: FP32's significand, the width at which the model's error falls below FP32's)."""
+    count = 1
+    while beta_bits(moduli(count), k) < bits:
+        count += 1
+    return count
+
+
 def _exponents(x: np.ndarray, beta: int, axis: int) -> np.ndarray:
     """Per row (axis=1) or column (axis=0): the power of two that brings the largest magnitude to at
     most 2^beta (0 for an all-zero row)."""
