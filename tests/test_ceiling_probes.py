@@ -27,9 +27,12 @@ def test_each_probe_compiles_without_spills(entry, nvcc, tmp_path):
 
 def test_the_int8_probe_is_the_tf32_probe_with_integer_operands():
     text = ceilings._INT8_PROBE
-    for tf32_part in ("tf32", '"+f"', "1.2345f", "float d[", "float (&d)", "%132, 1, 1, 1;"):
-        assert tf32_part not in text, tf32_part
+    for tf32_part in ("tf32", '"+f"', "1.2345f", "float d[", "float (&d)", "%132, 1, 1, 1;", "FP32", "floats"):
+        assert tf32_part not in text.lower() if tf32_part.islower() else tf32_part not in text, tf32_part
     assert "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8" in text and text.count('"+r"(d[') == 128
     # the loop itself (fences, commit, wait, the descriptor) is the TF32 probe's, line for line
     loop = [ln for ln in ceilings._TF32_PROBE.splitlines() if "wgmma." in ln and "mma_async" not in ln]
-    assert loop and all(ln in text.splitlines() for ln in loop)
+    assert len(loop) == 4 and all(ln in text.splitlines() for ln in loop)
+    # an edit of the TF32 probe that a replacement no longer matches is refused, not turned into a wrong probe
+    with pytest.raises(AssertionError, match="m64n256k8.f32.tf32.tf32"):
+        ceilings._int8_from_tf32(ceilings._TF32_PROBE.replace("m64n256k8.f32.tf32.tf32", "m64n256k8.f32.tf32 .tf32"))

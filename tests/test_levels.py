@@ -24,7 +24,7 @@ def _ncu(kernel: str, **values) -> list[dict]:
 
 # one launch of 2 ms at 1.5 GHz (SM) / 1.2 GHz (L2) / 3 GHz (DRAM)
 CLOCKS = dict(duration=2e6, sm_clock_hz=1.5e9, l2_clock_hz=1.2e9, dram_clock_hz=3e9, dram_peak_bytes_per_cycle=1000.0,
-              l2_peak_bytes_per_cycle=8000.0, l1_peak_bytes_per_cycle=64000.0, smem_peak_bytes_per_cycle=16000.0)
+              l2_peak_bytes_per_cycle=8000.0, smem_peak_bytes_per_cycle=16000.0)
 
 
 def _tables():
@@ -59,7 +59,7 @@ def test_shares_of_each_level_peak_from_known_counters():
     assert a["DRAM"].tbps == pytest.approx(1.8) and a["DRAM"].peak_tbps == pytest.approx(3.0)
     assert a["DRAM"].of_peak == pytest.approx(0.6)
     assert a["L2"].of_peak == pytest.approx(4.8 / 9.6)  # 9.6 GB / 2 ms = 4.8 TB/s of 8000 x 1.2 GHz
-    assert a["L1"].of_peak == pytest.approx(9.6 / 96.0)
+    assert a["L1"].of_peak == pytest.approx(9.6 / 24.0)  # L1's data path: the shared-memory banks' peak
     assert a["shared"].of_peak == pytest.approx(6.0 / 24.0)
     assert a["shared"].intensity == pytest.approx(FLOPS / 12e9)
     assert got[("b", "DRAM")].precision == "tf32" and got[("b", "DRAM")].tflops == pytest.approx(2 * a["DRAM"].tflops)
@@ -67,9 +67,9 @@ def test_shares_of_each_level_peak_from_known_counters():
     assert near["a"] == "DRAM" and near["b"] == "DRAM"  # b: DRAM 0.3 of 3 TB/s, L2 0.6 of 9.6
     text = levels.markdown(t, order=["b", "a"])
     lines = text.splitlines()
-    assert lines[0] == "| stage | DRAM (3.0 TB/s) | L2 (9.6 TB/s) | L1 (96.0 TB/s) | shared (24.0 TB/s) | nearest its peak |"
+    assert lines[0] == "| stage | DRAM (3.0 TB/s) | L2 (9.6 TB/s) | L1 (24.0 TB/s) | shared (24.0 TB/s) | nearest its peak |"
     assert lines[2] == "| `b` | 10% | 6% | – | – | DRAM |"
-    assert lines[3] == "| `a` | 60% | 50% | 10% | 25% (pipe 41%) | DRAM |"
+    assert lines[3] == "| `a` | 60% | 50% | 40% | 25% (pipe 41%) | DRAM |"
 
 
 def test_nearest_level_is_the_highest_share():
@@ -100,7 +100,7 @@ def test_the_figure_has_a_panel_a_level_under_its_peak_and_labels_every_point(tm
     assert [ax.get_title().split(":")[0] for ax in panels] == ["DRAM", "L2", "L1", "shared"]
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
-    peaks = {"DRAM": 3.0, "L2": 9.6, "L1": 96.0, "shared": 24.0}
+    peaks = {"DRAM": 3.0, "L2": 9.6, "L1": 24.0, "shared": 24.0}
     for ax in panels:
         name = ax.get_title().split(":")[0]
         assert f"peak {peaks[name]:.1f} TB/s" in ax.get_title()

@@ -40,7 +40,7 @@ candidates=(
 keep=() missing=()
 for m in "${candidates[@]}"; do
   base=${m%%.*}
-  if grep -q -- "$base" "$out/metrics-all.txt"; then keep+=("$m"); else missing+=("$m"); fi
+  if grep -qw -- "$base" "$out/metrics-all.txt"; then keep+=("$m"); else missing+=("$m"); fi
 done
 printf '%s\n' "${missing[@]}" > "$out/missing.txt"
 # the plan cut to the implementations asked for

@@ -52,9 +52,9 @@ def moduli(count: int) -> list[int]:
 def beta_bits(mods: list[int], k: int) -> int:
     """The most bits an operand row (column) may keep so that every output is below P/2 in magnitude:
     K * 2^(2 beta) < P/2."""
-    p = math.prod(mods)
-    beta = (p // 2 - 1).bit_length() - 1 - (k - 1).bit_length()  # a safe floor of log2(P/2 / K)
-    return max(0, beta // 2)
+    # K * 4^beta < P/2  <=>  4^beta <= floor((P - 1) / (2K)): beta = floor(log2(that) / 2), in integers
+    q = (math.prod(mods) - 1) // (2 * k)
+    return max(0, (q.bit_length() - 1) // 2)
 
 
 def count_for(k: int, bits: int = 24) -> int:
@@ -145,13 +145,13 @@ def error_table(shape: tuple[int, int, int], counts: list[int], dists: list[str]
 def parts(m: int, n: int, k: int, count: int, *, fused_reconstruction: bool) -> list[tuple[str, float, float]]:
     """(part, operations on the tensor cores, DRAM bytes) of each part: scaling and residues (A and B read
     twice, for the maxima and the conversion; ``count`` INT8 copies written), the INT8 GEMMs (each
-    reads its residues once from DRAM, L2 serving the re-reads), the reconstruction (INT32 products
-    written and read back, C read and written; fused: only C)."""
+    reads its residues once from DRAM, L2 serving the re-reads, and writes its INT32 products), the
+    reconstruction (the products read back, C read and written; fused into the GEMMs: only C)."""
     ab = m * k + k * n
-    out = [("scale + residues", 0.0, 2 * 4 * ab + count * ab),
-           ("INT8 GEMMs", 2.0 * m * n * k * count, count * ab)]
-    recon = 4 * 2 * m * n + (0 if fused_reconstruction else 2 * 4 * count * m * n)
-    return out + [("reconstruction", 0.0, float(recon))]
+    products = 0 if fused_reconstruction else 4 * count * m * n  # the INT32 products, written then read back
+    return [("scale + residues", 0.0, 2 * 4 * ab + count * ab),
+            ("INT8 GEMMs", 2.0 * m * n * k * count, count * ab + products),
+            ("reconstruction", 0.0, float(4 * 2 * m * n + products))]
 
 
 def predicted_ms(m: int, n: int, k: int, count: int, *, int8_tops: float, dram_gbps: float,

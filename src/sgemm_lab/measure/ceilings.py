@@ -74,11 +74,23 @@ TF32_ARCH = "sm_90a"  # wgmma exists on compute capability 9.0 only, built for i
 # The same loop with wgmma's INT8 product (m64n256k32, s8 x s8 into 128 INT32 registers a thread): the
 # roof of integer emulation's products (the Ozaki scheme II; kernels/notes/history/18-ozaki2-predictions.md).
 # Integer wgmma takes no scale or transpose arguments; A's 64 x 32 bytes are 4 registers a thread as for TF32.
-_INT8_PROBE = _TF32_PROBE.replace("float (&d)[128]", "int (&d)[128]").replace(
-    "m64n256k8.f32.tf32.tf32", "m64n256k32.s32.s8.s8").replace("%132, 1, 1, 1;", "%132, 1;").replace(
-    '"+f"(d[', '"+r"(d[').replace("lab_tf32_probe", "lab_int8_probe").replace(
-    "float d[128];", "int d[128];").replace("d[i] = 0.0f;", "d[i] = 0;").replace(
-    "float s = 0.0f;", "int s = 0;").replace("if (s == 1.2345f) out[0] = s;", "if (s == 12345) out[0] = s;")
+def _int8_from_tf32(text: str) -> str:
+    """The TF32 probe with each of its TF32 parts replaced, each found exactly as often as expected (an
+    edit of the TF32 probe that one of them no longer matches stops here, not in a wrong probe)."""
+    swaps = [("m64n256k8 (TF32 in, FP32", "m64n256k32 (INT8 in, INT32", 1),
+             ("lines of 32 floats (128 bytes)", "lines of 128 INT8 elements (128 bytes)", 1),
+             ("float (&d)[128]", "int (&d)[128]", 1), ("m64n256k8.f32.tf32.tf32", "m64n256k32.s32.s8.s8", 1),
+             ("%132, 1, 1, 1;", "%132, 1;", 1), ('"+f"(d[', '"+r"(d[', 128), ("lab_tf32_probe", "lab_int8_probe", 1),
+             ("float d[128];", "int d[128];", 1), ("d[i] = 0.0f;", "d[i] = 0;", 1), ("float s = 0.0f;", "int s = 0;", 1),
+             ("if (s == 1.2345f) out[0] = s;", "if (s == 12345) out[0] = s;", 1)]
+    for old, new, times in swaps:
+        if text.count(old) != times:
+            raise AssertionError(f"the TF32 probe has {text.count(old)} of {old!r}, not {times}")
+        text = text.replace(old, new)
+    return text
+
+
+_INT8_PROBE = _int8_from_tf32(_TF32_PROBE)
 
 
 def compile_probes(arch: str, *, int8: bool = False) -> dict[str, bytes]:

@@ -45,7 +45,6 @@ METRICS = {
     "lts__t_bytes.sum.peak_sustained": "l2_peak_bytes_per_cycle",
     "lts__cycles_elapsed.avg.per_second": "l2_clock_hz",
     "l1tex__t_bytes.sum": "l1_bytes",
-    "l1tex__t_bytes.sum.peak_sustained": "l1_peak_bytes_per_cycle",
     "sm__sass_data_bytes_mem_shared.sum": "smem_bytes",  # LDS/STS/LDSM bytes (not wgmma's operand reads)
     "sm__sass_data_bytes_mem_shared.sum.peak_sustained": "smem_peak_bytes_per_cycle",
     "sm__cycles_elapsed.avg.per_second": "sm_clock_hz",

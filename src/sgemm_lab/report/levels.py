@@ -36,7 +36,10 @@ LEVELS = (
     Level(name="DRAM", bytes=("dram_bytes_read", "dram_bytes_write"), per_cycle="dram_peak_bytes_per_cycle",
           clock="dram_clock_hz"),
     Level(name="L2", bytes=("l2_bytes",), per_cycle="l2_peak_bytes_per_cycle", clock="l2_clock_hz"),
-    Level(name="L1", bytes=("l1_bytes",), per_cycle="l1_peak_bytes_per_cycle", clock="sm_clock_hz"),
+    # L1's data path and shared memory are one array of banks, 128 bytes a cycle an SM: L1's peak is the
+    # shared-memory one (ncu's own hierarchical roofline takes 128 B per LSU writeback cycle, the same);
+    # ``l1tex__t_bytes.sum.peak_sustained`` is the tag stage's lookup rate, four times that
+    Level(name="L1", bytes=("l1_bytes",), per_cycle="smem_peak_bytes_per_cycle", clock="sm_clock_hz"),
     Level(name="shared", bytes=("smem_bytes",), per_cycle="smem_peak_bytes_per_cycle", clock="sm_clock_hz"),
 )
 

@@ -163,7 +163,7 @@ def levels_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, ord
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
         ax.set_ylim(y_lo, y_hi)
-        ax.set_title(f"{name}: peak {bw[name]:.1f} TB/s (ncu, at the launch's clock)", fontsize=10)
+        ax.set_title(f"{name}: peak {bw[name]:.1f} TB/s (ncu; the median over the launches' clocks)", fontsize=10)
         ax.set_xlabel(f"2·M·N·K / {name} bytes (FLOP/byte)")
         # labelled where they stand apart; where they crowd, in a zoomed inset (as on the roofline)
         part = part.assign(label=_short_labels(list(part.kernel))).reset_index(drop=True)
