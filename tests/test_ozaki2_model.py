@@ -64,22 +64,25 @@ def test_integer_inputs_come_back_exact_and_more_moduli_give_less_error():
 
 def test_the_time_model_counts_bytes_and_divides_the_runs_own_times(tmp_path):
     m, n, k, s = 1024, 512, 256, 8
-    parts = {name: (ops, nbytes) for name, ops, nbytes in model.parts(m, n, k, s, fused_reconstruction=False)}
+    parts = {name: (ops, nbytes) for name, ops, nbytes in model.parts(m, n, k, s, products="int32")}
     assert parts["INT8 GEMMs"][0] == 2.0 * m * n * k * s
     assert parts["INT8 GEMMs"][1] == s * (m * k + k * n) + 4 * s * m * n  # residues read, INT32 products written
     assert parts["reconstruction"][1] == 8 * m * n + 4 * s * m * n
-    fused = dict((name, nbytes) for name, _, nbytes in model.parts(m, n, k, s, fused_reconstruction=True))
-    assert fused["reconstruction"] == 8 * m * n
-    total, times = model.predicted_ms(m, n, k, s, int8_tops=1000.0, dram_gbps=2000.0, fused_reconstruction=True)
+    byte = dict((name, nbytes) for name, _, nbytes in model.parts(m, n, k, s, products="byte"))
+    assert byte["reconstruction"] == 8 * m * n + s * m * n  # a residue of the product is one byte
+    fused = dict((name, nbytes) for name, _, nbytes in model.parts(m, n, k, s, products="fused"))
+    assert fused["reconstruction"] == 8 * m * n and fused["INT8 GEMMs"] == s * (m * k + k * n)
+    total, times = model.predicted_ms(m, n, k, s, int8_tops=1000.0, dram_gbps=2000.0, products="fused")
     assert total == pytest.approx(sum(t for _, t in times))
     gemm = dict(times)["INT8 GEMMs"]
-    assert gemm == pytest.approx(max(2.0 * m * n * k * s / 1e15, s * (m * k + k * n) / 2e12) * 1e3)  # fused
+    assert gemm == pytest.approx(max(2.0 * m * n * k * s / 1e15, s * (m * k + k * n) / 2e12) * 1e3)
     rows = [dict(kernel=kern, m=m, n=n, k=k, status="ok", median_ms=ms, tflops=tf)
             for kern, ms, tf in (("cublas", 0.5, 1.0), ("20_dispatch_3xtf32", 0.25, 2.0), ("17_wgmma_tf32", 0.1, 100.0))]
     pd.DataFrame(rows).to_csv(tmp_path / "bench.csv", index=False)
     (tmp_path / "ceilings.json").write_text(json.dumps({"dram_gbps": 2000.0, "tf32_tflops": 400.0}))
     table = model.time_table(tmp_path, [s], 1000.0, [(m, n, k)], "17_wgmma_tf32")
-    assert [r["gemms"] for r in table] == ["roof (100%)", "as 17_wgmma_tf32 (25%)"] * 2
+    assert [r["gemms"] for r in table] == ["roof (100%)", "as 17_wgmma_tf32 (25%)"] * 3
+    assert [r["products"] for r in table] == ["int32", "int32", "byte", "byte", "fused", "fused"]
     for r in table:
         assert r["x cublas"] == pytest.approx(0.5 / r["total_ms"])
         assert r["x 20_dispatch_3xtf32"] == pytest.approx(0.25 / r["total_ms"])

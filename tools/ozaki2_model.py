@@ -142,24 +142,30 @@ def error_table(shape: tuple[int, int, int], counts: list[int], dists: list[str]
 
 
 # ---------------------------------------------------------------------------------------------- time
-def parts(m: int, n: int, k: int, count: int, *, fused_reconstruction: bool) -> list[tuple[str, float, float]]:
+# How the products reach the reconstruction: bytes an output and modulus through DRAM. "int32": the GEMM
+# writes its INT32 products; "byte": its epilogue reduces each modulo m first, which fits a byte (m <= 256);
+# "fused": the reconstruction is the GEMM's epilogue (all moduli of a tile in one block: no products in DRAM)
+PRODUCT_BYTES = {"int32": 4, "byte": 1, "fused": 0}
+
+
+def parts(m: int, n: int, k: int, count: int, *, products: str) -> list[tuple[str, float, float]]:
     """(part, operations on the tensor cores, DRAM bytes) of each part: scaling and residues (A and B read
     twice, for the maxima and the conversion; ``count`` INT8 copies written), the INT8 GEMMs (each
-    reads its residues once from DRAM, L2 serving the re-reads, and writes its INT32 products), the
-    reconstruction (the products read back, C read and written; fused into the GEMMs: only C)."""
+    reads its residues once from DRAM, L2 serving the re-reads, and writes its products as ``products``
+    says), the reconstruction (the products read back, C read and written)."""
     ab = m * k + k * n
-    products = 0 if fused_reconstruction else 4 * count * m * n  # the INT32 products, written then read back
+    through = PRODUCT_BYTES[products] * count * m * n
     return [("scale + residues", 0.0, 2 * 4 * ab + count * ab),
-            ("INT8 GEMMs", 2.0 * m * n * k * count, count * ab + products),
-            ("reconstruction", 0.0, float(4 * 2 * m * n + products))]
+            ("INT8 GEMMs", 2.0 * m * n * k * count, count * ab + through),
+            ("reconstruction", 0.0, float(4 * 2 * m * n + through))]
 
 
-def predicted_ms(m: int, n: int, k: int, count: int, *, int8_tops: float, dram_gbps: float,
-                 fused_reconstruction: bool, efficiency: float = 1.0) -> tuple[float, list[tuple[str, float]]]:
+def predicted_ms(m: int, n: int, k: int, count: int, *, int8_tops: float, dram_gbps: float, products: str,
+                 efficiency: float = 1.0) -> tuple[float, list[tuple[str, float]]]:
     """Each part at the slower of its roofs (no overlap between parts), the tensor roof times
     ``efficiency``, and the sum."""
     times = [(name, max(ops / (efficiency * int8_tops * 1e12), nbytes / (dram_gbps * 1e9)) * 1e3)
-             for name, ops, nbytes in parts(m, n, k, count, fused_reconstruction=fused_reconstruction)]
+             for name, ops, nbytes in parts(m, n, k, count, products=products)]
     return sum(t for _, t in times), times
 
 
@@ -184,10 +190,10 @@ def time_table(run_dir: Path, counts: list[int], int8_tops: float, shapes: list[
         shares = {"roof": 1.0}
         if like in at and ceilings.get("tf32_tflops"):
             shares[f"as {like}"] = float(here[here.kernel == like].tflops.max()) / ceilings["tf32_tflops"]
-        for count, fused, (gemms, eff) in ((c, f, g) for c in counts for f in (False, True) for g in shares.items()):
-            total, times = predicted_ms(m, n, k, count, int8_tops=int8_tops, dram_gbps=dram,
-                                        fused_reconstruction=fused, efficiency=eff)
-            row = dict(shape=f"{m}x{n}x{k}", moduli=count, reconstruction="fused" if fused else "apart",
+        for count, way, (gemms, eff) in ((c, w, g) for c in counts for w in PRODUCT_BYTES for g in shares.items()):
+            total, times = predicted_ms(m, n, k, count, int8_tops=int8_tops, dram_gbps=dram, products=way,
+                                        efficiency=eff)
+            row = dict(shape=f"{m}x{n}x{k}", moduli=count, products=way,
                        gemms=f"{gemms} ({100 * eff:.0f}%)",
                        **{f"{name} ms": t for name, t in times}, total_ms=total)
             for ref in ("cublas", "20_dispatch_3xtf32"):
