@@ -209,7 +209,8 @@ def main() -> None:
     e = sub.add_parser("error", help="error against float64 per input distribution and number of moduli")
     e.add_argument("--shape", type=int, nargs=3, default=[256, 192, 320], metavar=("M", "N", "K"))
     e.add_argument("--moduli", type=int, nargs="+", default=[6, 7, 8, 9])
-    e.add_argument("--dist", nargs="+", default=["uniform", "normal", "loguniform", "positive", "integers"])
+    e.add_argument("--dist", nargs="+", default=["uniform", "normal", "loguniform", "positive", "extreme", "integers",
+                                                 "short", "sparse"], help="the check's distributions (kinds, default parameters)")
     e.add_argument("--seed", type=int, default=1)
     t = sub.add_parser("time", help="predicted time per part against a run's measured cuBLAS and stage 20")
     t.add_argument("--run", type=Path, default=Path("reports/h100"))
