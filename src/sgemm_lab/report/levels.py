@@ -19,6 +19,7 @@ import pandas as pd
 
 from .markdown import md_table
 from .run_files import FIGURES
+from .stage_tables import ncu_table
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,10 +57,9 @@ def level_table(ncu: pd.DataFrame, bench: pd.DataFrame, *, order: list[str], sha
     without the level's counters, or not timed at the shape, have no row; a run profiled before these
     counters were collected gives an empty table."""
     m, n, k = shape
-    if ncu is None or ncu.empty or bench is None or bench.empty:
+    table = ncu_table(ncu, shape)
+    if table.empty or bench is None or bench.empty:
         return pd.DataFrame(columns=COLUMNS)
-    at = (ncu.status == "ok") & (ncu.m == m) & (ncu.n == n) & (ncu.k == k)
-    table = ncu[at].pivot_table(index="kernel", columns="metric", values="value", aggfunc="first")
     timed = bench[(bench.status == "ok") & (bench.m == m) & (bench.n == n) & (bench.k == k)]
     tflops = timed.groupby("kernel").tflops.first()
     flops = 2.0 * m * n * k

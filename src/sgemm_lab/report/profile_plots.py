@@ -17,13 +17,7 @@ import seaborn as sns  # noqa: E402
 
 from .levels import LEVELS, level_table, roofs as level_roofs  # noqa: E402
 from .plots import at_shape, place_labels, save_figure, save_or_say, placeholder  # noqa: E402
-
-
-def _metric_table(ncu: pd.DataFrame, shape) -> pd.DataFrame:
-    ok = at_shape(ncu[ncu.status == "ok"], shape) if len(ncu) else ncu
-    if ok.empty:
-        return pd.DataFrame()
-    return ok.pivot_table(index="kernel", columns="metric", values="value", aggfunc="first")
+from .stage_tables import ncu_table  # noqa: E402
 
 
 def roofline(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, out: Path, *, order: list[str], shape,
@@ -42,7 +36,7 @@ def roofline_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, o
                     precision: dict[str, str] | None = None):
     """The figure of :func:`roofline`, or a string saying why there is none. ``precision``: stage ->
     precision class (fp32, tf32, 3xtf32; a stage not in it counts as fp32)."""
-    table = _metric_table(ncu, shape)
+    table = ncu_table(ncu, shape)
     ok = at_shape(bench[bench.status == "ok"], shape).set_index("kernel")
     if table.empty or "dram_bytes_read" not in table:
         return "roofline: no Nsight Compute metrics (profiling disabled or unavailable)"
@@ -257,7 +251,7 @@ def stall_bars(ncu: pd.DataFrame, out: Path, *, order: list[str], shape) -> None
 
 def stall_figure(ncu: pd.DataFrame, *, order: list[str], shape):
     """The figure of :func:`stall_bars` (None without metrics), for drawing or inspection."""
-    table = _metric_table(ncu, shape)
+    table = ncu_table(ncu, shape)
     cols = [f"stall_{s}" for s in STALL_ORDER if f"stall_{s}" in table.columns]
     if table.empty or not cols:
         return None
@@ -297,7 +291,7 @@ def memory_occupancy(ncu: pd.DataFrame, out: Path, *, order: list[str], shape) -
 
 def memory_figure(ncu: pd.DataFrame, *, order: list[str], shape):
     """The figure of :func:`memory_occupancy` (None without metrics), for drawing or inspection."""
-    table = _metric_table(ncu, shape)
+    table = ncu_table(ncu, shape)
     if table.empty:
         return None
     rows = [k for k in order if k in table.index]
