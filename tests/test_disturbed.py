@@ -48,7 +48,11 @@ def _binding(**calls):
     class NotFoundError(NvmlError):
         pass
 
-    return SimpleNamespace(NvmlError=NvmlError, NotFoundError=NotFoundError, ClockType=real.ClockType, **calls), real
+    class InsufficientSizeError(NvmlError):
+        pass
+
+    return SimpleNamespace(NvmlError=NvmlError, NotFoundError=NotFoundError, InsufficientSizeError=InsufficientSizeError,
+                           ClockType=real.ClockType, **calls), real
 
 
 def test_the_adapter_reads_the_binding_s_structures_and_turns_its_errors_into_no_answer():
@@ -72,46 +76,57 @@ def test_the_adapter_reads_the_binding_s_structures_and_turns_its_errors_into_no
     fake.system_get_process_name = lambda pid: "/usr/bin/python3" if pid == 11 else refuse()
     fake.device_get_clock_info = lambda h, clock: 1980 if clock == real.ClockType.SM else 0
     fake.device_get_handle_by_pci_bus_id_v2 = refuse
-    lib = Nvml(fake, samples=lambda handle, since: [(12, 9)] if since == 200 else None)
+    now = _now_us()
+    sampled = real.ProcessUtilizationInfo_v1(2)
+    sampled.pid, sampled.sm_util = np.array([11, 12]), np.array([40, 9])
+    sampled.time_stamp = np.array([now - 5_000_000, now - 1_000_000], dtype=np.uint64)
+    info = real.ProcessesUtilizationInfo_v1()
+    info.proc_util_array = sampled
+    fake.device_get_processes_utilization_info = lambda h, since: info if since == now - 2_000_000 else refuse()
+    lib = Nvml(fake)
     assert lib.processes(1, "compute") == [(11, 5 * MiB), (12, None)]
     assert lib.processes(1, "mps") == [] and lib.processes(1, "graphics") is None
-    assert lib.utilisation(1, 200) == [(12, 9)]
+    assert lib.utilisation(1, now - 2_000_000) == [(12, 9)] and lib.utilisation(1, 0) is None
     assert lib.process_name(11) == "python3" and lib.process_name(12) is None
     assert lib.sm_clock(1) == 1980 and lib.handle_by_pci("0000:01:00.0") is None
 
 
-def test_utilisation_samples_are_only_the_entries_the_driver_wrote():
-    """The driver sizes the sample list for more entries than it then writes, and says how many it wrote:
-    only those are read (the binding's own call returns the rest as made-up processes)."""
-    import ctypes
+def test_utilisation_keeps_only_entries_that_can_be_samples_of_the_window():
+    """Entries later than asked, not from the future, at most 100% SM; no sample is [], a list that grew
+    between the driver's sizing and filling is asked for again, a binding without the call gives None."""
+    import numpy as np
+    import cuda.bindings.nvml as real
 
-    from sgemm_lab.gpu.nvml import ERROR_INSUFFICIENT_SIZE, ERROR_NOT_FOUND, SUCCESS, ProcessUtilizationSample, \
-        ctypes_samples
+    from sgemm_lab.gpu.nvml import Nvml, samples
 
-    assert ctypes.sizeof(ProcessUtilizationSample) == 32 and ProcessUtilizationSample.timeStamp.offset == 8
-    assert ProcessUtilizationSample.smUtil.offset == 16 and ProcessUtilizationSample.decUtil.offset == 28
-    written = [(11, 150, 7), (12, 300, 9), (13, 50, 80)]  # (pid, time stamp us, SM %): one older than asked
+    now = _now_us()
+    e = real.ProcessUtilizationInfo_v1(4)  # (pid, time stamp, SM %): one older than asked, two made up
+    e.pid = np.array([11, 12, 33620068, 13])
+    e.time_stamp = np.array([now - 10, now - 900, now - 20, now + 3_600_000_000], dtype=np.uint64)
+    e.sm_util = np.array([7, 9, 2037543968, 5])
+    assert samples(e, now - 500, now) == [(11, 7)]
+    assert samples([], now - 500, now) == []
 
-    class Driver:
-        def nvmlDeviceGetProcessUtilization(self, dev, buf, count, since):
-            c = count._obj
-            if buf is None:
-                c.value = 40  # the driver's whole sample buffer
-                return ERROR_INSUFFICIENT_SIZE
-            for i, (pid, ts, sm) in enumerate(written):
-                buf[i].pid, buf[i].timeStamp, buf[i].smUtil = pid, ts, sm
-            for i in range(len(written), c.value):  # what the driver leaves alone
-                buf[i].pid, buf[i].timeStamp, buf[i].smUtil = 33620068 + i, 2**40, 2037543968
-            c.value = len(written)
-            return SUCCESS
+    asked = []
 
-    assert ctypes_samples(Driver(), 1, 100) == [(11, 7), (12, 9)]
+    def grows(handle, since):
+        asked.append(since)
+        if len(asked) == 1:
+            raise fake.InsufficientSizeError("a process started")
+        info = real.ProcessesUtilizationInfo_v1()
+        info.proc_util_array = e
+        return info
 
-    class Quiet:
-        def nvmlDeviceGetProcessUtilization(self, dev, buf, count, since):
-            return ERROR_NOT_FOUND
+    fake, _ = _binding(device_get_processes_utilization_info=grows)
+    assert Nvml(fake).utilisation(1, now - 500) == [(11, 7)] and asked == [now - 500] * 2
 
-    assert ctypes_samples(Quiet(), 1, 100) == [] and ctypes_samples(object(), 1, 100) is None
+    def quiet(handle, since):
+        raise fake.NotFoundError("no sample")
+
+    fake.device_get_processes_utilization_info = quiet
+    assert Nvml(fake).utilisation(1, now) == []
+    del fake.device_get_processes_utilization_info
+    assert Nvml(fake).utilisation(1, now) is None
 
 
 def test_without_a_driver_there_is_no_nvml(monkeypatch):

@@ -9,17 +9,20 @@ an empty list where that is the answer) instead of raising, so that a missing an
 word. The tests put a stand-in with the same methods in its place (``tests/fake_nvml.py``), to run the
 GPU locks and the watch on timed points with simulated GPUs on a machine without one.
 
-One call stays on ctypes: the per-process utilisation samples (``nvmlDeviceGetProcessUtilization``).
-The binding's ``device_get_process_utilization`` returns the buffer it sized whole, and the driver fills
-fewer entries than the sizing call announced (it says how many in the count it hands back, which the
-binding drops): on an H200 with cuda-bindings 13.3.1 the unfilled entries came back as processes such as
-"pid 33620068, SM 2037543968%", which the watch would take for other work on the GPU.
+The per-process utilisation samples come from NVML's versioned call
+(``nvmlDeviceGetProcessesUtilizationInfo``, the binding's ``device_get_processes_utilization_info``),
+whose structure carries the count of entries the driver wrote. The older call's binding
+(``device_get_process_utilization``) returns the whole buffer it sized, and the driver fills fewer entries
+than its sizing call announced: on an H200 with cuda-bindings 13.3.1 the unfilled ones came back as
+processes such as "pid 33620068, SM 2037543968%", which the watch would take for other work on the GPU.
+An entry that cannot be a sample (SM above 100%, a time stamp outside the asked window) is dropped all the
+same (``samples``).
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
+import time
 
 KINDS = ("compute", "mps", "graphics")  # the driver's process lists
 
@@ -27,9 +30,8 @@ KINDS = ("compute", "mps", "graphics")  # the driver's process lists
 class Nvml:
     """NVML's answers, each None where the driver cannot give it."""
 
-    def __init__(self, binding, samples=None):
+    def __init__(self, binding):
         self.b = binding
-        self.samples = samples  # (handle, since_us) -> the utilisation samples (``ctypes_samples``)
 
     def _ask(self, fn, *args):
         try:
@@ -73,7 +75,20 @@ class Nvml:
     def utilisation(self, handle, since_us: int) -> list[tuple[int, int]] | None:
         """(pid, SM %) of the per-process utilisation samples taken after ``since_us`` (microseconds of the
         CPU clock); [] when there is none since then, None where the GPU or driver keeps none."""
-        return self.samples(handle, since_us)
+        call = getattr(self.b, "device_get_processes_utilization_info", None)  # cuda-bindings 13.5 has it
+        if call is None:
+            return None
+        for _ in range(3):  # a process starting between the driver's sizing and its filling: ask again
+            try:
+                info = call(handle, since_us)
+            except self.b.NotFoundError:  # no sample since then
+                return []
+            except self.b.InsufficientSizeError:
+                continue
+            except self.b.NvmlError:
+                return None
+            return samples(info.proc_util_array, since_us, int(time.time() * 1e6))
+        return None
 
     def process_name(self, pid: int) -> str | None:
         name = self._ask(self.b.system_get_process_name, pid)
@@ -83,39 +98,19 @@ class Nvml:
 VALUE_NOT_AVAILABLE = 2**64 - 1  # used bytes when the driver cannot say
 CLOCK_SM = 1                     # nvmlClockType_t NVML_CLOCK_SM (the binding's enum member is named
                                  # CLOCK_SM in one version and SM in another; the value is the ABI's)
-SUCCESS, ERROR_NOT_FOUND, ERROR_INSUFFICIENT_SIZE = 0, 6, 7
 
 
-class ProcessUtilizationSample(ctypes.Structure):
-    """``nvmlProcessUtilizationSample_t`` (32 bytes): timeStamp in microseconds of the CPU clock, the
-    utilisations in percent of the sample period."""
-    _fields_ = [("pid", ctypes.c_uint), ("timeStamp", ctypes.c_ulonglong), ("smUtil", ctypes.c_uint),
-                ("memUtil", ctypes.c_uint), ("encUtil", ctypes.c_uint), ("decUtil", ctypes.c_uint)]
-
-
-def ctypes_samples(lib, handle, since_us: int) -> list[tuple[int, int]] | None:
-    """(pid, SM %) of ``nvmlDeviceGetProcessUtilization`` through ctypes (``lib``: the driver's
-    libnvidia-ml), only the entries the driver wrote; [] when none since ``since_us``, None when the
-    GPU or driver keeps none."""
-    fn = getattr(lib, "nvmlDeviceGetProcessUtilization", None)
-    if fn is None:
-        return None
-    dev = ctypes.c_void_p(handle)
-    count = ctypes.c_uint(0)
-    rc = fn(dev, None, ctypes.byref(count), ctypes.c_ulonglong(since_us))
-    for _ in range(5):
-        if rc == ERROR_NOT_FOUND:  # no sample since then
-            return []
-        if rc not in (SUCCESS, ERROR_INSUFFICIENT_SIZE):
-            return None
-        if count.value == 0:
-            return []
-        cap = count.value + 4
-        buf, count = (ProcessUtilizationSample * cap)(), ctypes.c_uint(cap)
-        rc = fn(dev, buf, ctypes.byref(count), ctypes.c_ulonglong(since_us))
-        if rc == SUCCESS:
-            return [(int(buf[i].pid), int(buf[i].smUtil)) for i in range(count.value) if buf[i].timeStamp > since_us]
-    return None
+def samples(entries, since_us: int, now_us: int) -> list[tuple[int, int]]:
+    """(pid, SM %) of the binding's ``ProcessUtilizationInfo_v1`` entries that are samples of the window
+    (``since_us``, a minute past ``now_us``]: later than asked, not from the future (CPU clock, microseconds),
+    at most 100% SM."""
+    out = []
+    for i in range(len(entries)):
+        e = entries[i]
+        ts, sm = int(e.time_stamp), int(e.sm_util)
+        if since_us < ts <= now_us + 60_000_000 and sm <= 100:
+            out.append((int(e.pid), sm))
+    return out
 
 
 def _open() -> Nvml | None:
@@ -126,12 +121,9 @@ def _open() -> Nvml | None:
         return None
     try:
         binding.init_v2()
-        lib = ctypes.CDLL("libnvidia-ml.so.1")  # the library the binding loaded (initialised once more: counted)
-        if lib.nvmlInit_v2() != SUCCESS:
-            return None
     except (RuntimeError, OSError, binding.NvmlError):  # the binding's "no driver library" is a RuntimeError
         return None
-    return Nvml(binding, samples=lambda handle, since_us: ctypes_samples(lib, handle, since_us))
+    return Nvml(binding)
 
 
 _lib: tuple[int, Nvml | None] | None = None  # (pid, NVML or None: it would not start) of the last process to ask

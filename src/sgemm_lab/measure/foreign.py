@@ -8,7 +8,7 @@ through NVML (``gpu.nvml``, the driver's binding; no CUDA, so none of this needs
 
 - the processes holding the GPU: ``nvmlDeviceGetComputeRunningProcesses_v3``, the MPS and the graphics
   lists, at the start and at the end of the point;
-- how busy they kept it: ``nvmlDeviceGetProcessUtilization``, the driver's samples (each a process and
+- how busy they kept it: ``nvmlDeviceGetProcessesUtilizationInfo``, the driver's samples (each a process and
   the percentage of the sample period in which a kernel of it ran on the SMs) taken since the point
   started. A process that came and went within the point is seen here only.
 
