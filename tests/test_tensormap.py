@@ -113,7 +113,8 @@ def test_the_driver_values_typed_into_the_encoder_are_the_drivers_own():
     maintained Python bindings) names them, and must agree (no GPU needed)."""
     from cuda.bindings import driver as cu
 
-    assert tensormap._FLOAT32 == int(cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32)
+    assert tensormap._DATA_TYPE[4] == int(cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32)
+    assert tensormap._DATA_TYPE[1] == int(cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8)
     assert tensormap._L2_256B == int(cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B)
     names = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}
     assert {b: int(getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{n}")) for b, n in names.items()} \

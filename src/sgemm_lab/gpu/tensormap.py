@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ..config.records import KernelSpec, Shape
 
 MAP_BYTES = 128  # sizeof(CUtensorMap)
-_FLOAT32 = 7  # CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+_DATA_TYPE = {4: 7, 1: 0}  # element bytes -> CU_TENSOR_MAP_DATA_TYPE_FLOAT32, _UINT8
 _SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}  # bytes -> CU_TENSOR_MAP_SWIZZLE_*
 _L2_256B = 3  # CU_TENSOR_MAP_L2_PROMOTION_L2_256B
 MAX_BOX = 256  # elements per box dimension
@@ -47,6 +47,7 @@ class MapRequest:
     row_bytes: int
     box: tuple[int, int]
     swizzle: int
+    elem_bytes: int = 4  # 4: FP32 operands; 1: bytes (INT8 residues)
 
 
 def residue_maps(spec: KernelSpec, i: int) -> bool:
@@ -119,10 +120,11 @@ def _problem(req: MapRequest) -> str | None:
         return f"rows of {req.row_bytes} B are not a multiple of 16 B"
     if not all(1 <= b <= MAX_BOX for b in req.box):
         return f"box {req.box} outside 1..{MAX_BOX} per dimension"
-    if (4 * req.box[0]) % 16:
-        return f"the box's inner extent ({4 * req.box[0]} B) is not a multiple of 16 B"
-    if req.swizzle and 4 * req.box[0] > req.swizzle:
-        return f"the box's inner extent ({4 * req.box[0]} B) exceeds the {req.swizzle}-byte swizzle"
+    inner = req.elem_bytes * req.box[0]
+    if inner % 16:
+        return f"the box's inner extent ({inner} B) is not a multiple of 16 B"
+    if req.swizzle and inner > req.swizzle:
+        return f"the box's inner extent ({inner} B) exceeds the {req.swizzle}-byte swizzle"
     return None
 
 
@@ -150,7 +152,10 @@ class Encoder:
         strides = (ctypes.c_uint64 * 1)(req.row_bytes)
         box = (ctypes.c_uint32 * 2)(*req.box)
         steps = (ctypes.c_uint32 * 2)(1, 1)
-        rc = self._encode(ctypes.addressof(out), _FLOAT32, 2, ctypes.c_void_p(address), dims, strides, box, steps,
+        problem = _problem(req)
+        if problem:
+            raise LabError(f"tensor map {req.symbol}: {problem}")
+        rc = self._encode(ctypes.addressof(out), _DATA_TYPE[req.elem_bytes], 2, ctypes.c_void_p(address), dims, strides, box, steps,
                           0, _SWIZZLE[req.swizzle], _L2_256B, 0)
         if rc != 0:
             raise LabError(f"tensor map {req.symbol}: cuTensorMapEncodeTiled failed with CUresult {rc} "

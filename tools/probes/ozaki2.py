@@ -1,0 +1,255 @@
+"""Stage 22's kernels (kernels/22_ozaki2_int8.cu, the Ozaki scheme II on INT8 wgmma) run by hand, before
+the stage has a launcher in the package: its error against float64 beside cuBLAS SGEMM's on the check's
+input distributions and alpha/beta modes, and its time per part against cuBLAS SGEMM and cuBLAS's own
+INT8 GEMM on the same residues, under the lab's exclusive GPU lock.
+
+    python tools/probes/ozaki2.py --out ozaki2.json
+
+Error: relative Frobenius error against float64 (results.verify.compare), the stage's and cuBLAS's on
+the same inputs; integer inputs must come back exactly. Time: CUDA events, warm-up by time, median of
+many repetitions (gpu.timing.time_launches), L2 not flushed (operands of 4096^3 and up exceed it);
+each part alone and the whole chain. Prints two tables; writes every row as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from ozaki2_model import moduli  # noqa: E402
+
+SOURCE = ROOT / "kernels" / "22_ozaki2_int8.cu"
+BM, BN, STAGES, KTILE = 128, 256, 4, 128
+RING = STAGES * (BM + BN) * KTILE
+SMEM = RING + 1024 + 2 * STAGES * 8  # the ring from a 1024-byte boundary, two mbarriers a slot
+
+
+def bits_for(k: int, count: int) -> int:
+    """The most bits an operand row (column) keeps: K 4^bits at most P/2 less 2^-20 of it (the
+    reconstruction's rounding room), and at most 30 (INT32)."""
+    p = math.prod(moduli(count))
+    q = (p // 2 - p // 2**21) // k
+    return min(30, (q.bit_length() - 1) // 2)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class Ozaki2:
+    """The five kernels as one call, C = alpha A B + beta C, with the workspace of the last shape."""
+
+    def __init__(self, cubin: bytes, count: int, stream):
+        from sgemm_lab.gpu.device import driver
+        from sgemm_lab.gpu.tensormap import Encoder
+
+        cuda = self.cuda = driver()
+        self.count, self.stream = count, stream
+        mod = self.module = cuda.module_from_buffer(cubin)
+        f = {n: mod.get_function(n) for n in ("ozaki_row_max", "ozaki_col_max", "ozaki_residues_a", "ozaki_residues_b",
+                                               "ozaki_int8_gemm", "ozaki_reconstruct")}
+        f["ozaki_row_max"].prepare("iiPP")
+        f["ozaki_col_max"].prepare("iiPP")
+        f["ozaki_residues_a"].prepare("iiiiPPP")
+        f["ozaki_residues_b"].prepare("iiiiPPP")
+        f["ozaki_int8_gemm"].prepare("iiiiP")
+        f["ozaki_reconstruct"].prepare("iiiiPPPffP")
+        f["ozaki_int8_gemm"].set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, SMEM)
+        self.f = f
+        self.maps = {s: mod.get_global(s)[0] for s in ("tmap_ra", "tmap_rb")}
+        self.encoder = Encoder()
+        self.shape = None
+
+    def plan(self, m: int, n: int, k: int) -> None:
+        if self.shape == (m, n, k):
+            return
+        from sgemm_lab.gpu.tensormap import MapRequest
+
+        cuda, c = self.cuda, self.count
+        self.shape, self.kp, self.np_ = (m, n, k), _cdiv(k, 16) * 16, _cdiv(n, 16) * 16
+        self.bits = bits_for(k, c)
+        self.row_max, self.col_max = cuda.mem_alloc(4 * m), cuda.mem_alloc(4 * n)
+        self.res_a, self.res_b = cuda.mem_alloc(c * m * self.kp), cuda.mem_alloc(c * n * self.kp)
+        self.prod = cuda.mem_alloc(c * m * self.np_)
+        for sym, ptr, rows, box_rows in (("tmap_ra", self.res_a, c * m, BM), ("tmap_rb", self.res_b, c * n, BN)):
+            req = MapRequest(symbol=sym, operand=sym[-1].upper(), dims=(self.kp, rows), row_bytes=self.kp,
+                             box=(KTILE, box_rows), swizzle=128, elem_bytes=1)
+            cuda.memcpy_htod(self.maps[sym], np.frombuffer(self.encoder(req, int(ptr)), np.uint8))
+
+    def parts(self, alpha: float, a, b, beta: float, c_out) -> dict:
+        """Each part as a callable on the stream, in order."""
+        (m, n, k), kp, np_, s, f = self.shape, self.kp, self.np_, self.stream, self.f
+        cuda = self.cuda
+
+        def maxima():
+            cuda.memset_d32_async(self.row_max, 0, m, s)
+            cuda.memset_d32_async(self.col_max, 0, n, s)
+            f["ozaki_row_max"].prepared_async_call((_cdiv(k, 1024), min(_cdiv(m, 8), 65535)), (32, 8, 1), s,
+                                                   m, k, a, self.row_max)
+            f["ozaki_col_max"].prepared_async_call((_cdiv(n, 32), _cdiv(k, 256)), (32, 8, 1), s, k, n, b, self.col_max)
+
+        def residues():
+            f["ozaki_residues_a"].prepared_async_call((_cdiv(kp // 4, 256), min(m, 65535)), (256, 1, 1), s,
+                                                      m, k, kp, self.bits, a, self.row_max, self.res_a)
+            f["ozaki_residues_b"].prepared_async_call((_cdiv(n, 32), _cdiv(kp, 64)), (256, 1, 1), s,
+                                                      k, n, kp, self.bits, b, self.col_max, self.res_b)
+
+        def gemms():
+            f["ozaki_int8_gemm"].prepared_async_call((_cdiv(n, BN), _cdiv(m, BM), self.count), (128 * (BM // 64 + 1), 1, 1),
+                                                     s, m, n, kp, np_, self.prod, shared_size=SMEM)
+
+        def reconstruct():
+            f["ozaki_reconstruct"].prepared_async_call((_cdiv(n, 256), min(m, 65535)), (256, 1, 1), s, m, n, np_,
+                                                       self.bits, self.prod, self.row_max, self.col_max,
+                                                       np.float32(alpha), np.float32(beta), c_out)
+
+        return {"maxima": maxima, "residues": residues, "INT8 GEMMs": gemms, "reconstruction": reconstruct}
+
+    def __call__(self, m, n, k, alpha, a, b, beta, c_out) -> None:
+        self.plan(m, n, k)
+        for part in self.parts(alpha, a, b, beta, c_out).values():
+            part()
+
+
+class CublasInt8:
+    """cuBLAS's INT8 GEMM (cublasGemmStridedBatchedEx, COMPUTE_32I, INT32 out) on the same residues: one
+    batch of ``count`` products, the TN form its integer kernels take (both operands K-major)."""
+
+    def __init__(self, stream):
+        import nvmath
+        from nvmath.bindings import cublas
+
+        self.cb, self.nv = cublas, nvmath
+        self.handle = cublas.create()
+        cublas.set_stream(self.handle, stream.handle)
+        self.one, self.zero = np.ones(1, np.int32), np.zeros(1, np.int32)
+
+    def __call__(self, oz: Ozaki2, out) -> None:
+        cb, r8, r32 = self.cb, int(self.nv.CudaDataType.CUDA_R_8I), int(self.nv.CudaDataType.CUDA_R_32I)
+        m, n, _ = oz.shape
+        kp = oz.kp
+        cb.gemm_strided_batched_ex(self.handle, cb.Operation.T, cb.Operation.N, n, m, kp, self.one.ctypes.data,
+                                   int(oz.res_b), r8, kp, n * kp, int(oz.res_a), r8, kp, m * kp, self.zero.ctypes.data,
+                                   int(out), r32, n, m * n, oz.count, int(cb.ComputeType.COMPUTE_32I),
+                                   int(cb.GemmAlgo.DEFAULT))
+
+
+def check(oz: Ozaki2, sgemm, shapes, dists, seed: int) -> list[dict]:
+    from sgemm_lab.config.records import Distribution, Shape
+    from sgemm_lab.results import verify
+
+    cuda, rows = oz.cuda, []
+    modes = (("alpha 1, beta 0", 1.0, 0.0), ("alpha 1.5, beta -0.75", 1.5, -0.75), ("alpha 0, beta 0.5", 0.0, 0.5))
+    for m, n, k in shapes:
+        for name in dists:
+            for mode, alpha, beta in modes if name == "uniform" else modes[:1]:
+                rng = np.random.default_rng(seed)
+                dist = Distribution(name=name, kind=name)
+                a, b = verify.draw(rng, m, k, dist), verify.draw(rng, k, n, dist)
+                c0 = verify.draw(rng, m, n, dist)
+                ref = alpha * (a.astype(np.float64) @ b.astype(np.float64)) + beta * c0.astype(np.float64)
+                terms = (alpha * (a.astype(np.float64) @ b.astype(np.float64)), beta * c0.astype(np.float64))
+                da, db = cuda.to_device(a), cuda.to_device(b)
+                outs = {}
+                for who in ("stage 22", "cublas"):
+                    dc = cuda.to_device(c0)
+                    if who == "stage 22":
+                        oz(m, n, k, alpha, da, db, beta, dc)
+                    else:
+                        sgemm(Shape(m=m, n=n, k=k), alpha, da, db, beta, dc, oz.stream)
+                    oz.stream.synchronize()
+                    outs[who] = cuda.from_device(dc, (m, n), np.float32)
+                    dc.free()
+                da.free()
+                db.free()
+                scale = verify.scale_of(ref, terms)
+                e = {w: verify.compare(o, ref, math.inf, scale=scale) for w, o in outs.items()}
+                rows.append(dict(shape=f"{m}x{n}x{k}", distribution=name, mode=mode, bits=oz.bits,
+                                 err=e["stage 22"].rel_err, cublas_err=e["cublas"].rel_err,
+                                 nonfinite=e["stage 22"].nonfinite,
+                                 exact=bool(np.array_equal(outs["stage 22"], ref.astype(np.float32))),
+                                 cublas_exact=bool(np.array_equal(outs["cublas"], ref.astype(np.float32)))))
+                print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def bench(oz: Ozaki2, sgemm, lt8: CublasInt8, shapes, pci: str) -> list[dict]:
+    from sgemm_lab.config.records import Shape
+    from sgemm_lab.gpu.timing import time_launches
+
+    cuda, s, rows = oz.cuda, oz.stream, []
+    rng = np.random.default_rng(7)
+
+    def t(run) -> float:
+        return time_launches(run, s, warmup_ms=300, target_ms=300, min_reps=10, max_reps=200, flush=None,
+                             pci_bus_id=pci).stats.median_ms
+
+    for m, n, k in shapes:
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        da, db, dc = cuda.to_device(a), cuda.to_device(b), cuda.mem_alloc(4 * m * n)
+        oz.plan(m, n, k)
+        parts = oz.parts(1.0, da, db, 0.0, dc)
+        row = dict(shape=f"{m}x{n}x{k}", moduli=oz.count, bits=oz.bits)
+        row["cublas_ms"] = t(lambda: sgemm(Shape(m=m, n=n, k=k), 1.0, da, db, 0.0, dc, s))
+        row["stage22_ms"] = t(lambda: oz(m, n, k, 1.0, da, db, 0.0, dc))
+        for name, part in parts.items():
+            row[f"{name} ms"] = t(part)
+        i32 = cuda.mem_alloc(4 * oz.count * m * n)
+        row["cublas_int8_ms"] = t(lambda: lt8(oz, i32))
+        i32.free()
+        ops = 2.0 * m * n * oz.kp * oz.count
+        row["gemm_tops"] = ops / (row["INT8 GEMMs ms"] * 1e-3) / 1e12
+        row["cublas_int8_tops"] = ops / (row["cublas_int8_ms"] * 1e-3) / 1e12
+        row["x_cublas"] = row["cublas_ms"] / row["stage22_ms"]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        for buf in (da, db, dc):
+            buf.free()
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=Path("ozaki2.json"))
+    ap.add_argument("--moduli", type=int, default=8)
+    ap.add_argument("--check-shapes", nargs="+", default=["256x192x320", "300x200x1004", "129x257x515", "1000x1000x1000",
+                                                          "64x64x20000"])
+    ap.add_argument("--dists", nargs="+", default=["uniform", "normal", "loguniform", "positive", "extreme", "integers",
+                                                   "short", "sparse"])
+    ap.add_argument("--bench-shapes", nargs="+", default=["1024x1024x1024", "2048x2048x2048", "4096x4096x4096",
+                                                          "8192x8192x8192", "4096x4096x1024"])
+    args = ap.parse_args()
+    shape = lambda text: tuple(int(x) for x in text.split("x"))  # noqa: E731
+    from sgemm_lab.gpu.build import nvcc
+    from sgemm_lab.gpu.device import device_info, driver
+    from sgemm_lab.gpu.launch import CublasLauncher
+    from sgemm_lab.measure.gpulock import gpu_lock
+
+    cubin = nvcc("22_ozaki2_int8", SOURCE.read_text(), ["-O3", f"-DNMOD={args.moduli}"], "sm_90a")
+    with gpu_lock(exclusive=True):
+        dev = device_info()
+        stream = driver().Stream()
+        oz, sgemm, lt8 = Ozaki2(cubin, args.moduli, stream), CublasLauncher(stream), CublasInt8(stream)
+        checked = check(oz, sgemm, [shape(s) for s in args.check_shapes], args.dists, seed=1)
+        timed = bench(oz, sgemm, lt8, [shape(s) for s in args.bench_shapes], dev.pci_bus_id)
+    args.out.write_text(json.dumps(dict(gpu=dev.name, moduli=moduli(args.moduli), check=checked, bench=timed), indent=1))
+    import pandas as pd
+
+    print(f"\n{dev.name}, {args.moduli} moduli: error against float64, stage 22 and cuBLAS SGEMM")
+    print(pd.DataFrame(checked).to_string(index=False, float_format=lambda v: f"{v:.2e}"))
+    print("\ntime (ms, median), stage 22 per part, cuBLAS SGEMM and cuBLAS INT8 on the same residues")
+    print(pd.DataFrame(timed).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+
+
+if __name__ == "__main__":
+    main()
