@@ -40,6 +40,9 @@
 #ifndef STAGES
 #define STAGES 4
 #endif
+#ifndef INFLIGHT
+#define INFLIGHT 1    // wgmma groups left in flight while the next K-tile's are issued (0 or 1)
+#endif
 #ifndef PRODUCER_REGS
 #define PRODUCER_REGS 40
 #endif
@@ -50,6 +53,7 @@
 static_assert(NMOD >= 1 && NMOD <= 8, "NMOD: 1..8 (P < 2^64)");
 static_assert(BM == 64 || BM == 128, "BM: one or two 64-row consumer warpgroups");
 static_assert(BN == 256, "BN: wgmma m64n256k32");
+static_assert(INFLIGHT == 0 || INFLIGHT == 1, "INFLIGHT: 0 or 1");
 
 // The eight largest pairwise coprime integers up to 256 (tools/ozaki2_model.py's moduli), largest first.
 __host__ __device__ constexpr int modulus(int j) {
@@ -330,6 +334,8 @@ ozaki_int8_gemm(int M, int N, int KP, int NP, unsigned char* __restrict__ prod) 
         int d[128];
 #pragma unroll
         for (int i = 0; i < 128; ++i) d[i] = 0;
+        // INFLIGHT = 1: one group of wgmma in flight: K-tile it's four are issued before K-tile it - 1's are
+        // waited for, and only then is it - 1's slot released to the producer. 0: each K-tile's are waited for.
         for (int it = 0; it < numTiles; ++it) {
             const int s = it % STAGES;
             mbar_wait(full(s), (it / STAGES) & 1);
@@ -339,11 +345,12 @@ ozaki_int8_gemm(int M, int N, int KP, int NP, unsigned char* __restrict__ prod) 
             for (int kk = 0; kk < BKB / 32; ++kk)  // k32 steps: 32 bytes further into each swizzled line
                 wgmma_s8(d, wgmma_desc(aTile + 32 * kk), wgmma_desc(bTile + 32 * kk), 1);
             wgmma_commit();
-            wgmma_wait<0>();
+            wgmma_wait<INFLIGHT>();
             __syncwarp();
-            if (lane == 0)
-                mbar_arrive(empty(s));
+            if (it >= INFLIGHT && lane == 0)
+                mbar_arrive(empty((it - INFLIGHT) % STAGES));
         }
+        wgmma_wait<0>();
         // every consumer is past its last wgmma before the ring is reused for staging
         asm volatile("bar.sync 1, %0;\n" ::"n"(128 * CONSUMERS) : "memory");
         unsigned char* stage = slots + c * 64 * EP_LD;
@@ -362,38 +369,75 @@ ozaki_int8_gemm(int M, int N, int KP, int NP, unsigned char* __restrict__ prod) 
 
 // ---- reconstruction ----------------------------------------------------------------------------------
 
-// The CRT terms of modulus J onwards, their constants evaluated at compile time.
+// The CRT terms of modulus J onwards for four consecutive columns (one 32-bit load a plane, byte i =
+// column i), their constants evaluated at compile time.
 template <int J = 0>
-__device__ __forceinline__ void crt_terms(const unsigned char* p, size_t plane, uint64_t& s, double& x) {
+__device__ __forceinline__ void crt_terms(const unsigned char* p, size_t plane, uint64_t (&s)[4], double (&x)[4]) {
     if constexpr (J < NMOD) {
         constexpr uint64_t W = crt_weight(J);                             // W_j modulo 2^64 (W_j < P < 2^64)
         constexpr double F = (double)crt_inverse(J) / (double)modulus(J);  // W_j / P, rounded once
-        const unsigned r = __ldg(p + J * plane);
-        s += (uint64_t)r * W;  // wraps modulo 2^64: only S mod 2^64 is needed
-        x = fma((double)r, F, x);
+        const unsigned word = __ldg(reinterpret_cast<const unsigned*>(p + J * plane));
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const unsigned r = (word >> (8 * i)) & 0xFFu;
+            s[i] += (uint64_t)r * W;  // wraps modulo 2^64: only S mod 2^64 is needed
+            x[i] = fma((double)r, F, x[i]);
+        }
         crt_terms<J + 1>(p, plane, s, x);
     }
 }
 
-// One thread per output (rows by a grid-stride loop over y): the CRT sum of its NMOD bytes (above),
-// 2^-(e_i + f_n), alpha and beta, in double, rounded once to FP32.
+// 2^-x as a double (|x| well inside the double's exponent range: |e_i + f_n| < 400 here).
+__device__ __forceinline__ double pow2_neg(int x) { return __longlong_as_double((long long)(1023 - x) << 52); }
+
+// Four consecutive outputs a thread (rows by a grid-stride loop over y; the product rows are NP bytes, a
+// multiple of 16, so the four bytes of a plane are one aligned word even past N): the CRT sum of their
+// NMOD bytes (above), 2^-(e_i + f_n), alpha and beta, in double, rounded once to FP32.
 extern "C" __global__ void ozaki_reconstruct(int M, int N, int NP, int bits, const unsigned char* __restrict__ prod,
                                              const unsigned* __restrict__ rowMax, const unsigned* __restrict__ colMax,
                                              float alpha, float beta, float* __restrict__ C) {
-    const int col = blockIdx.x * blockDim.x + threadIdx.x;
+    const int col = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
     if (col >= N) return;
-    const unsigned cm = colMax[col];
-    const int f = scale_exponent(cm, bits);
+    int f[4];
+    bool bad[4];  // an infinity or NaN in the column
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const unsigned cm = col + i < N ? colMax[col + i] : 0u;
+        f[i] = scale_exponent(cm, bits);
+        bad[i] = cm >= 0x7F800000u;
+    }
+    const bool vec = (N & 3) == 0 && aligned16(C);  // rows on 16-byte boundaries: one float4 a thread
     for (int row = blockIdx.y; row < M; row += gridDim.y) {
-        uint64_t s = 0;
-        double x = 0.0;
+        uint64_t s[4] = {0, 0, 0, 0};
+        double x[4] = {0.0, 0.0, 0.0, 0.0};
         crt_terms(prod + (size_t)row * NP + col, (size_t)M * NP, s, x);
-        const int64_t v = (int64_t)(s - (uint64_t)rint(x) * P);  // S - n P, n the integer nearest x
         const unsigned rm = rowMax[row];
-        const double out = rm >= 0x7F800000u || cm >= 0x7F800000u
-                               ? (double)__int_as_float(0x7FC00000)  // an infinity or NaN in the row or column
-                               : ldexp((double)v, -(scale_exponent(rm, bits) + f));
+        const int e = scale_exponent(rm, bits);
         float* c = C + (size_t)row * N + col;
-        *c = beta == 0.0f ? (float)(alpha * out) : (float)(alpha * out + (double)beta * (double)*c);
+        float old[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (beta != 0.0f) {
+            if (vec) {
+                const float4 o = *reinterpret_cast<const float4*>(c);
+                old[0] = o.x; old[1] = o.y; old[2] = o.z; old[3] = o.w;
+            } else {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) old[i] = col + i < N ? c[i] : 0.0f;
+            }
+        }
+        float out[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int64_t v = (int64_t)(s[i] - (uint64_t)rint(x[i]) * P);  // S - n P, n the integer nearest x
+            const double ab = rm >= 0x7F800000u || bad[i] ? (double)__int_as_float(0x7FC00000)
+                                                          : (double)v * pow2_neg(e + f[i]);  // exact scaling
+            out[i] = beta == 0.0f ? (float)(alpha * ab) : (float)(alpha * ab + (double)beta * (double)old[i]);
+        }
+        if (vec) {
+            *reinterpret_cast<float4*>(c) = make_float4(out[0], out[1], out[2], out[3]);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                if (col + i < N) c[i] = out[i];
+        }
     }
 }

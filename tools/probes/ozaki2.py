@@ -85,6 +85,18 @@ class Ozaki2:
                              box=(KTILE, box_rows), swizzle=128, elem_bytes=1)
             cuda.memcpy_htod(self.maps[sym], np.frombuffer(self.encoder(req, int(ptr)), np.uint8))
 
+    def adopt(self, other: "Ozaki2") -> None:
+        """Work on ``other``'s workspace (its residues, maxima and products) with this build's kernels."""
+        for name in ("shape", "kp", "np_", "bits", "row_max", "col_max", "res_a", "res_b", "prod"):
+            setattr(self, name, getattr(other, name))
+        for sym, ptr, rows, box_rows in (("tmap_ra", self.res_a, self.count * self.shape[0], BM),
+                                         ("tmap_rb", self.res_b, self.count * self.shape[1], BN)):
+            from sgemm_lab.gpu.tensormap import MapRequest
+
+            req = MapRequest(symbol=sym, operand=sym[-1].upper(), dims=(self.kp, rows), row_bytes=self.kp,
+                             box=(KTILE, box_rows), swizzle=128, elem_bytes=1)
+            self.cuda.memcpy_htod(self.maps[sym], np.frombuffer(self.encoder(req, int(ptr)), np.uint8))
+
     def parts(self, alpha: float, a, b, beta: float, c_out) -> dict:
         """Each part as a callable on the stream, in order."""
         (m, n, k), kp, np_, s, f = self.shape, self.kp, self.np_, self.stream, self.f
@@ -108,7 +120,7 @@ class Ozaki2:
                                                      s, m, n, kp, np_, self.prod, shared_size=SMEM)
 
         def reconstruct():
-            f["ozaki_reconstruct"].prepared_async_call((_cdiv(n, 256), min(m, 65535)), (256, 1, 1), s, m, n, np_,
+            f["ozaki_reconstruct"].prepared_async_call((_cdiv(n, 4 * 256), min(m, 65535)), (256, 1, 1), s, m, n, np_,
                                                        self.bits, self.prod, self.row_max, self.col_max,
                                                        np.float32(alpha), np.float32(beta), c_out)
 
@@ -182,16 +194,63 @@ def check(oz: Ozaki2, sgemm, shapes, dists, seed: int) -> list[dict]:
     return rows
 
 
-def bench(oz: Ozaki2, sgemm, lt8: CublasInt8, shapes, pci: str) -> list[dict]:
+class Sampler:
+    """The SM clock (MHz) and board power (W) every 10 ms on a thread, through the binding's NVML, while
+    a part is timed: what a GPU at its power limit does to a long run of tensor-core work."""
+
+    def __init__(self, pci: str):
+        import threading
+
+        from cuda.bindings import nvml
+
+        from sgemm_lab.gpu.nvml import nvml as lab_nvml
+
+        lab_nvml()  # initialised once in this process
+        self.nvml, self.threading = nvml, threading
+        self.handle = nvml.device_get_handle_by_pci_bus_id_v2(pci)
+
+    def __enter__(self):
+        self.samples, self.stop = [], self.threading.Event()
+
+        def loop():
+            while not self.stop.wait(0.01):
+                self.samples.append((self.nvml.device_get_clock_info(self.handle, 1),
+                                     self.nvml.device_get_power_usage(self.handle) / 1000.0))
+
+        self.thread = self.threading.Thread(target=loop, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def summary(self) -> dict:
+        if not self.samples:
+            return {}
+        clock, watts = np.array(self.samples).T
+        return dict(sm_mhz_median=float(np.median(clock)), sm_mhz_min=float(clock.min()),
+                    watts_median=float(np.median(watts)), watts_max=float(watts.max()))
+
+
+def bench(oz: Ozaki2, sgemm, lt8: CublasInt8, shapes, pci: str, others: dict) -> list[dict]:
+    """Each shape's parts, the whole chain, cuBLAS SGEMM and INT8; ``others``: more builds of the kernels
+    (name -> Ozaki2) whose INT8 GEMMs are timed on the same residues."""
     from sgemm_lab.config.records import Shape
     from sgemm_lab.gpu.timing import time_launches
 
     cuda, s, rows = oz.cuda, oz.stream, []
     rng = np.random.default_rng(7)
+    sampler = Sampler(pci)
+    clocks: dict[str, dict] = {}
 
-    def t(run) -> float:
-        return time_launches(run, s, warmup_ms=300, target_ms=300, min_reps=10, max_reps=200, flush=None,
-                             pci_bus_id=pci).stats.median_ms
+    def t(run, name: str = "") -> float:
+        with sampler:
+            timing = time_launches(run, s, warmup_ms=300, target_ms=300, min_reps=10, max_reps=200, flush=None,
+                                   pci_bus_id=pci)
+        if name:
+            clocks[name] = sampler.summary()
+        return timing.stats.median_ms
 
     for m, n, k in shapes:
         a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
@@ -200,13 +259,17 @@ def bench(oz: Ozaki2, sgemm, lt8: CublasInt8, shapes, pci: str) -> list[dict]:
         oz.plan(m, n, k)
         parts = oz.parts(1.0, da, db, 0.0, dc)
         row = dict(shape=f"{m}x{n}x{k}", moduli=oz.count, bits=oz.bits)
-        row["cublas_ms"] = t(lambda: sgemm(Shape(m=m, n=n, k=k), 1.0, da, db, 0.0, dc, s))
-        row["stage22_ms"] = t(lambda: oz(m, n, k, 1.0, da, db, 0.0, dc))
+        row["cublas_ms"] = t(lambda: sgemm(Shape(m=m, n=n, k=k), 1.0, da, db, 0.0, dc, s), "cublas")
+        row["stage22_ms"] = t(lambda: oz(m, n, k, 1.0, da, db, 0.0, dc), "stage22")
         for name, part in parts.items():
-            row[f"{name} ms"] = t(part)
+            row[f"{name} ms"] = t(part, name)
         i32 = cuda.mem_alloc(4 * oz.count * m * n)
-        row["cublas_int8_ms"] = t(lambda: lt8(oz, i32))
+        row["cublas_int8_ms"] = t(lambda: lt8(oz, i32), "cublas_int8")
         i32.free()
+        for label, other in others.items():  # the same residues (this build's), another build's GEMM
+            other.adopt(oz)
+            row[f"INT8 GEMMs {label} ms"] = t(other.parts(1.0, da, db, 0.0, dc)["INT8 GEMMs"], f"gemms {label}")
+        row["clocks"] = dict(clocks)
         ops = 2.0 * m * n * oz.kp * oz.count
         row["gemm_tops"] = ops / (row["INT8 GEMMs ms"] * 1e-3) / 1e12
         row["cublas_int8_tops"] = ops / (row["cublas_int8_ms"] * 1e-3) / 1e12
@@ -222,12 +285,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("ozaki2.json"))
     ap.add_argument("--moduli", type=int, default=8)
-    ap.add_argument("--check-shapes", nargs="+", default=["256x192x320", "300x200x1004", "129x257x515", "1000x1000x1000",
+    ap.add_argument("--check-shapes", nargs="*", default=["256x192x320", "300x200x1004", "129x257x515", "1000x1000x1000",
                                                           "64x64x20000"])
     ap.add_argument("--dists", nargs="+", default=["uniform", "normal", "loguniform", "positive", "extreme", "integers",
                                                    "short", "sparse"])
-    ap.add_argument("--bench-shapes", nargs="+", default=["1024x1024x1024", "2048x2048x2048", "4096x4096x4096",
+    ap.add_argument("--bench-shapes", nargs="*", default=["1024x1024x1024", "2048x2048x2048", "4096x4096x4096",
                                                           "8192x8192x8192", "4096x4096x1024"])
+    ap.add_argument("--variant", nargs="*", default=[], metavar="NAME=DEFINES",
+                    help="another build of the kernels (comma-separated -D values) whose INT8 GEMMs are timed too")
     args = ap.parse_args()
     shape = lambda text: tuple(int(x) for x in text.split("x"))  # noqa: E731
     from sgemm_lab.gpu.build import nvcc
@@ -240,15 +305,27 @@ def main() -> None:
         dev = device_info()
         stream = driver().Stream()
         oz, sgemm, lt8 = Ozaki2(cubin, args.moduli, stream), CublasLauncher(stream), CublasInt8(stream)
+        others = {}
+        for v in args.variant:
+            name, defs = v.split("=", 1)
+            opts = ["-O3", f"-DNMOD={args.moduli}"] + [f"-D{d}" for d in defs.split(",")]
+            others[name] = Ozaki2(nvcc("22_ozaki2_int8", SOURCE.read_text(), opts, "sm_90a"), args.moduli, stream)
         checked = check(oz, sgemm, [shape(s) for s in args.check_shapes], args.dists, seed=1)
-        timed = bench(oz, sgemm, lt8, [shape(s) for s in args.bench_shapes], dev.pci_bus_id)
+        timed = bench(oz, sgemm, lt8, [shape(s) for s in args.bench_shapes], dev.pci_bus_id, others)
     args.out.write_text(json.dumps(dict(gpu=dev.name, moduli=moduli(args.moduli), check=checked, bench=timed), indent=1))
     import pandas as pd
 
     print(f"\n{dev.name}, {args.moduli} moduli: error against float64, stage 22 and cuBLAS SGEMM")
     print(pd.DataFrame(checked).to_string(index=False, float_format=lambda v: f"{v:.2e}"))
     print("\ntime (ms, median), stage 22 per part, cuBLAS SGEMM and cuBLAS INT8 on the same residues")
-    print(pd.DataFrame(timed).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(pd.DataFrame([{k: v for k, v in r.items() if k != "clocks"} for r in timed]).to_string(
+        index=False, float_format=lambda v: f"{v:.3f}"))
+    print("\nSM clock (MHz, median / min) and board power (W, median / max) while each was timed")
+    for r in timed:
+        for name, c in r["clocks"].items():
+            if c:
+                print(f"{r['shape']:>16} {name:>22}: {c['sm_mhz_median']:6.0f} / {c['sm_mhz_min']:6.0f} MHz, "
+                      f"{c['watts_median']:5.0f} / {c['watts_max']:5.0f} W")
 
 
 if __name__ == "__main__":
