@@ -72,30 +72,29 @@ class Ozaki2:
     def plan(self, m: int, n: int, k: int) -> None:
         if self.shape == (m, n, k):
             return
-        from sgemm_lab.gpu.tensormap import MapRequest
-
         cuda, c = self.cuda, self.count
         self.shape, self.kp, self.np_ = (m, n, k), _cdiv(k, 16) * 16, _cdiv(n, 16) * 16
         self.bits = bits_for(k, c)
         self.row_max, self.col_max = cuda.mem_alloc(4 * m), cuda.mem_alloc(4 * n)
         self.res_a, self.res_b = cuda.mem_alloc(c * m * self.kp), cuda.mem_alloc(c * n * self.kp)
         self.prod = cuda.mem_alloc(c * m * self.np_)
+        self._write_maps()
+
+    def _write_maps(self) -> None:
+        """The residue planes' tensor maps (one tensor each, [count * rows] x KP bytes) into the module."""
+        from sgemm_lab.gpu.tensormap import MapRequest
+
+        (m, n, _), c = self.shape, self.count
         for sym, ptr, rows, box_rows in (("tmap_ra", self.res_a, c * m, BM), ("tmap_rb", self.res_b, c * n, BN)):
             req = MapRequest(symbol=sym, operand=sym[-1].upper(), dims=(self.kp, rows), row_bytes=self.kp,
                              box=(KTILE, box_rows), swizzle=128, elem_bytes=1)
-            cuda.memcpy_htod(self.maps[sym], np.frombuffer(self.encoder(req, int(ptr)), np.uint8))
+            self.cuda.memcpy_htod(self.maps[sym], np.frombuffer(self.encoder(req, int(ptr)), np.uint8))
 
     def adopt(self, other: "Ozaki2") -> None:
         """Work on ``other``'s workspace (its residues, maxima and products) with this build's kernels."""
         for name in ("shape", "kp", "np_", "bits", "row_max", "col_max", "res_a", "res_b", "prod"):
             setattr(self, name, getattr(other, name))
-        for sym, ptr, rows, box_rows in (("tmap_ra", self.res_a, self.count * self.shape[0], BM),
-                                         ("tmap_rb", self.res_b, self.count * self.shape[1], BN)):
-            from sgemm_lab.gpu.tensormap import MapRequest
-
-            req = MapRequest(symbol=sym, operand=sym[-1].upper(), dims=(self.kp, rows), row_bytes=self.kp,
-                             box=(KTILE, box_rows), swizzle=128, elem_bytes=1)
-            self.cuda.memcpy_htod(self.maps[sym], np.frombuffer(self.encoder(req, int(ptr)), np.uint8))
+        self._write_maps()
 
     def parts(self, alpha: float, a, b, beta: float, c_out) -> dict:
         """Each part as a callable on the stream, in order."""
