@@ -1,7 +1,7 @@
 // Stage 22 (FP32-accurate by emulation) - the Ozaki scheme II: an FP32 GEMM from exact INT8 products on
 // Hopper's tensor cores and the Chinese remainder theorem. Built for sm_90a (wgmma, TMA).
 //
-// Five kernels, launched in this order on one stream (the launcher: tools/probes/ozaki2.py):
+// Six kernels, launched in this order on one stream (the phases of the stage's config entry):
 //   ozaki_row_max    |A| per row, as float bits, atomicMax into rowMax (zeroed before)
 //   ozaki_col_max    |B| per column, likewise into colMax
 //   ozaki_residues_a A's row i scaled by 2^e_i to integers of at most `bits` bits, then one symmetric INT8
@@ -13,9 +13,9 @@
 //   ozaki_reconstruct the CRT sum of the bytes gives the integer product A'B' exactly (below), scaled back by
 //                    2^-(e_i + f_n), then alpha and beta, rounded once to FP32
 //
-// Why it is exact: every |A'| <= 2^bits and |B'| <= 2^bits, so |(A'B')_in| <= K 4^bits; the launcher picks
-// bits (an argument of the scaling kernels and the reconstruction, at most 30: INT32) so that this stays below P/2 (P = the moduli's product, less than 2^64 for 8 of them) with room for
-// the reconstruction's double-precision rounding. The only rounding before the last is the scaling's:
+// Why it is exact: every |A'| <= 2^bits and |B'| <= 2^bits, so |(A'B')_in| <= K 4^bits; operand_bits(K)
+// (at most 30: INT32) keeps this below P/2 (P = the moduli's product, less than 2^64 for 8 of them) with
+// room for the reconstruction's double-precision rounding. The only rounding before the last is the scaling's:
 // an element more than bits - 24 binades below its row's (column's) largest loses low bits.
 //
 // Reconstruction. With W_j = (P / m_j) * ((P / m_j)^-1 mod m_j), S = sum_j r_j W_j is congruent to A'B'
@@ -73,6 +73,15 @@ __host__ __device__ constexpr int crt_inverse(int j) {
     return m == 1 ? 0 : -1;
 }
 __host__ __device__ constexpr uint64_t crt_weight(int j) { return P / (uint64_t)modulus(j) * (uint64_t)crt_inverse(j); }
+
+// The bits an operand row (column) keeps: the largest b <= 30 with K 4^b <= P/2 - P/2^21 (2^-20 of P/2
+// left as the reconstruction's rounding room). Every kernel that scales computes it from K itself.
+__host__ __device__ constexpr int operand_bits(int K) {
+    const uint64_t q = (P / 2 - P / (1ull << 21)) / (uint64_t)K;
+    int b = 0;
+    while (b < 30 && (q >> (2 * (b + 1))) != 0) ++b;  // 4^(b+1) <= q
+    return b;
+}
 
 // ---- scaling -----------------------------------------------------------------------------------------
 
@@ -144,10 +153,11 @@ __device__ __forceinline__ void store_residues(uint32_t* out, size_t plane, cons
 
 // A's residues: thread x of a row: the word of K elements 4x .. 4x + 3 (zeros past K); rows by a
 // grid-stride loop over y.
-extern "C" __global__ void ozaki_residues_a(int M, int K, int KP, int bits, const float* __restrict__ A,
+extern "C" __global__ void ozaki_residues_a(int M, int K, int KP, const float* __restrict__ A,
                                             const unsigned* __restrict__ rowMax, uint32_t* __restrict__ resA) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     if (x * 4 >= KP) return;
+    const int bits = operand_bits(K);
     for (int row = blockIdx.y; row < M; row += gridDim.y) {
         const int e = scale_exponent(rowMax[row], bits);
         const float* a = A + (size_t)row * K;
@@ -163,11 +173,12 @@ extern "C" __global__ void ozaki_residues_a(int M, int K, int KP, int bits, cons
 
 // B's residues, transposed through shared memory: a block takes 64 rows (k) x 32 columns (n) of B,
 // reads them along n (coalesced), and writes each column's 64 k as 16 words a modulus along k.
-extern "C" __global__ void __launch_bounds__(256) ozaki_residues_b(int K, int N, int KP, int bits, const float* __restrict__ B,
+extern "C" __global__ void __launch_bounds__(256) ozaki_residues_b(int K, int N, int KP, const float* __restrict__ B,
                                                                    const unsigned* __restrict__ colMax,
                                                                    uint32_t* __restrict__ resB) {
     __shared__ int t[32][65];  // [n][k], one word of padding: the column reads of the write phase are conflict-free
     const int k0 = blockIdx.y * 64, n0 = blockIdx.x * 32, tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+    const int bits = operand_bits(K);
     {
         const int col = n0 + tx;
         const int e = col < N ? scale_exponent(colMax[col], bits) : 0;
@@ -393,11 +404,12 @@ __device__ __forceinline__ double pow2_neg(int x) { return __longlong_as_double(
 // Four consecutive outputs a thread (rows by a grid-stride loop over y; the product rows are NP bytes, a
 // multiple of 16, so the four bytes of a plane are one aligned word even past N): the CRT sum of their
 // NMOD bytes (above), 2^-(e_i + f_n), alpha and beta, in double, rounded once to FP32.
-extern "C" __global__ void ozaki_reconstruct(int M, int N, int NP, int bits, const unsigned char* __restrict__ prod,
+extern "C" __global__ void ozaki_reconstruct(int M, int N, int K, int NP, const unsigned char* __restrict__ prod,
                                              const unsigned* __restrict__ rowMax, const unsigned* __restrict__ colMax,
                                              float alpha, float beta, float* __restrict__ C) {
     const int col = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
     if (col >= N) return;
+    const int bits = operand_bits(K);
     int f[4];
     bool bad[4];  // an infinity or NaN in the column
 #pragma unroll

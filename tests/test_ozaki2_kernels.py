@@ -1,6 +1,6 @@
 """Stage 22 (kernels/22_ozaki2_int8.cu, the Ozaki scheme II) without a GPU: its kernels compile without
-spills; the constants its compiler computes (moduli, P, the CRT weights) are the model's; the operand width
-the launcher picks leaves the reconstruction its rounding room; and the reconstruction as the kernel
+spills; the constants its compiler computes (moduli, P, the CRT weights, the operand width for each K) are
+the model's; that width leaves the reconstruction its rounding room; and the reconstruction as the kernel
 computes it (a wrapping 64-bit sum and the nearest integer of a double) is the integer product exactly,
 worst cases included."""
 
@@ -36,25 +36,35 @@ def test_the_kernels_compile_without_spills(count, nvcc, tmp_path):
     assert all(i.spill_store_bytes == 0 and i.spill_load_bytes == 0 for i in info.values())
 
 
-def test_the_compiled_constants_are_the_model_s(nvcc, tmp_path):
-    """A host program over the kernel file prints what its constexpr functions compute."""
+WIDTH_KS = (1, 2, 3, 16, 1000, 24410, 65536, 131071, 2**31 - 1)
+
+
+@pytest.mark.parametrize("count", [8, 7])
+def test_the_compiled_constants_and_widths_are_the_model_s(count, nvcc, tmp_path):
+    """A host program over the kernel file prints what its constexpr functions compute: the moduli, P, the
+    CRT weights, and the operand width the scaling kernels and the reconstruction take for each K."""
     main = tmp_path / "constants.cu"
+    ks = ", ".join(str(k) for k in WIDTH_KS)
     main.write_text(f'#include "{SOURCE}"\n#include <cstdio>\n'
                     "int main() { printf(\"%llu\\n\", (unsigned long long)P);\n"
                     "  for (int j = 0; j < NMOD; ++j) printf(\"%d %d %llu\\n\", modulus(j), crt_inverse(j),"
-                    " (unsigned long long)crt_weight(j)); }\n")
+                    " (unsigned long long)crt_weight(j));\n"
+                    f"  const int ks[] = {{{ks}}};\n"
+                    "  for (int k : ks) printf(\"%d %d\\n\", k, operand_bits(k)); }\n")
     exe = tmp_path / "constants"
-    proc = subprocess.run([nvcc, "-gencode", "arch=compute_90a,code=sm_90a", f"-I{ROOT / 'kernels'}", str(main),
-                           "-o", str(exe)], capture_output=True, text=True)
+    proc = subprocess.run([nvcc, "-gencode", "arch=compute_90a,code=sm_90a", f"-DNMOD={count}",
+                           f"-I{ROOT / 'kernels'}", str(main), "-o", str(exe)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n")
-    mods = model.moduli(8)
+    mods = model.moduli(count)
     p = math.prod(mods)
     assert int(lines[0]) == p < 2**64
     for j, m in enumerate(mods):
         mj, u, w = (int(x) for x in lines[1 + j].split())
         assert mj == m and (p // m) * u % m == 1 and w == (p // m) * u
         assert all(w % other == 0 for other in mods if other != m) and w % m == 1
+    widths = dict(tuple(int(x) for x in line.split()) for line in lines[1 + count:] if line)
+    assert widths == {k: bits_for(k, count) for k in WIDTH_KS}
 
 
 @pytest.mark.parametrize("count", [6, 7, 8])

@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .config.records import ROOT, KernelSpec, LabConfig, Shape
+from .config.records import FP32_ACCURATE, ROOT, KernelSpec, LabConfig, Shape
 from .errors import CompileError, LabError
 
-RACES = {"fp32": ("cublas", ("fp32",)), "fp32_accurate": ("cublas", ("fp32", "3xtf32")),
+RACES = {"fp32": ("cublas", ("fp32",)), "fp32_accurate": ("cublas", FP32_ACCURATE),
          "tf32": ("cublas_tf32", ("tf32",))}
 DEFAULT_RUN = ROOT / "reports" / "h100"
 DEFAULT_CONFIG = ROOT / "config" / "config.yaml"

@@ -1,14 +1,14 @@
-"""Stage 22's kernels (kernels/22_ozaki2_int8.cu, the Ozaki scheme II on INT8 wgmma) run by hand, before
-the stage has a launcher in the package: its error against float64 beside cuBLAS SGEMM's on the check's
-input distributions and alpha/beta modes, and its time per part against cuBLAS SGEMM and cuBLAS's own
-INT8 GEMM on the same residues, under the lab's exclusive GPU lock.
+"""Stage 22 (kernels/22_ozaki2_int8.cu, the Ozaki scheme II on INT8 wgmma) through the package's launcher
+(gpu.phased.PhasedLauncher, the phases of its config entry): its error against float64 beside cuBLAS
+SGEMM's on the check's input distributions and alpha/beta modes, and its time per phase against cuBLAS
+SGEMM and cuBLAS's own INT8 GEMM on the same residues, under the lab's exclusive GPU lock.
 
-    python tools/probes/ozaki2.py --out ozaki2.json
+    python tools/probes/ozaki2.py --out ozaki2.json [--set NMOD=7 ...] [--variant NAME=P=V,...]
 
 Error: relative Frobenius error against float64 (results.verify.compare), the stage's and cuBLAS's on
 the same inputs; integer inputs must come back exactly. Time: CUDA events, warm-up by time, median of
 many repetitions (gpu.timing.time_launches), L2 not flushed (operands of 4096^3 and up exceed it);
-each part alone and the whole chain. Prints two tables; writes every row as JSON.
+each phase alone and the whole call. Prints two tables; writes every row as JSON.
 """
 
 from __future__ import annotations
@@ -27,108 +27,44 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from ozaki2_model import moduli  # noqa: E402
 
-SOURCE = ROOT / "kernels" / "22_ozaki2_int8.cu"
-BM, BN, STAGES, KTILE = 128, 256, 4, 128
-RING = STAGES * (BM + BN) * KTILE
-SMEM = RING + 1024 + 2 * STAGES * 8  # the ring from a 1024-byte boundary, two mbarriers a slot
+STAGE = "22_ozaki2_int8"
 
 
 def bits_for(k: int, count: int) -> int:
     """The most bits an operand row (column) keeps: K 4^bits at most P/2 less 2^-20 of it (the
-    reconstruction's rounding room), and at most 30 (INT32)."""
+    reconstruction's rounding room), and at most 30 (INT32); the kernels' operand_bits(K)."""
     p = math.prod(moduli(count))
     q = (p // 2 - p // 2**21) // k
     return min(30, (q.bit_length() - 1) // 2)
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 class Ozaki2:
-    """The five kernels as one call, C = alpha A B + beta C, with the workspace of the last shape."""
+    """The stage's launcher, with the shape of its last plan and its workspace at hand."""
 
-    def __init__(self, cubin: bytes, count: int, stream):
+    def __init__(self, spec, cubin: bytes, stream):
         from sgemm_lab.gpu.device import driver
-        from sgemm_lab.gpu.tensormap import Encoder
+        from sgemm_lab.gpu.phased import PhasedLauncher
 
-        cuda = self.cuda = driver()
-        self.count, self.stream = count, stream
-        mod = self.module = cuda.module_from_buffer(cubin)
-        f = {n: mod.get_function(n) for n in ("ozaki_row_max", "ozaki_col_max", "ozaki_residues_a", "ozaki_residues_b",
-                                               "ozaki_int8_gemm", "ozaki_reconstruct")}
-        f["ozaki_row_max"].prepare("iiPP")
-        f["ozaki_col_max"].prepare("iiPP")
-        f["ozaki_residues_a"].prepare("iiiiPPP")
-        f["ozaki_residues_b"].prepare("iiiiPPP")
-        f["ozaki_int8_gemm"].prepare("iiiiP")
-        f["ozaki_reconstruct"].prepare("iiiiPPPffP")
-        f["ozaki_int8_gemm"].set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, SMEM)
-        self.f = f
-        self.maps = {s: mod.get_global(s)[0] for s in ("tmap_ra", "tmap_rb")}
-        self.encoder = Encoder()
+        self.cuda, self.spec, self.stream = driver(), spec, stream
+        self.launcher = PhasedLauncher(spec, cubin)
+        self.count = spec.params["NMOD"]
         self.shape = None
 
     def plan(self, m: int, n: int, k: int) -> None:
-        if self.shape == (m, n, k):
-            return
-        cuda, c = self.cuda, self.count
-        self.shape, self.kp, self.np_ = (m, n, k), _cdiv(k, 16) * 16, _cdiv(n, 16) * 16
-        self.bits = bits_for(k, c)
-        self.row_max, self.col_max = cuda.mem_alloc(4 * m), cuda.mem_alloc(4 * n)
-        self.res_a, self.res_b = cuda.mem_alloc(c * m * self.kp), cuda.mem_alloc(c * n * self.kp)
-        self.prod = cuda.mem_alloc(c * m * self.np_)
-        self._write_maps()
+        from sgemm_lab.config.records import Shape
 
-    def _write_maps(self) -> None:
-        """The residue planes' tensor maps (one tensor each, [count * rows] x KP bytes) into the module."""
-        from sgemm_lab.gpu.tensormap import MapRequest
-
-        (m, n, _), c = self.shape, self.count
-        for sym, ptr, rows, box_rows in (("tmap_ra", self.res_a, c * m, BM), ("tmap_rb", self.res_b, c * n, BN)):
-            req = MapRequest(symbol=sym, operand=sym[-1].upper(), dims=(self.kp, rows), row_bytes=self.kp,
-                             box=(KTILE, box_rows), swizzle=128, elem_bytes=1)
-            self.cuda.memcpy_htod(self.maps[sym], np.frombuffer(self.encoder(req, int(ptr)), np.uint8))
-
-    def adopt(self, other: "Ozaki2") -> None:
-        """Work on ``other``'s workspace (its residues, maxima and products) with this build's kernels."""
-        for name in ("shape", "kp", "np_", "bits", "row_max", "col_max", "res_a", "res_b", "prod"):
-            setattr(self, name, getattr(other, name))
-        self._write_maps()
+        self.shape = Shape(m=m, n=n, k=k)
+        self.names = self.launcher.plan(self.shape).names
+        self.bufs = self.launcher.workspace(self.shape)
+        self.kp, self.bits = self.names["KP"], bits_for(k, self.count)
 
     def parts(self, alpha: float, a, b, beta: float, c_out) -> dict:
-        """Each part as a callable on the stream, in order."""
-        (m, n, k), kp, np_, s, f = self.shape, self.kp, self.np_, self.stream, self.f
-        cuda = self.cuda
-
-        def maxima():
-            cuda.memset_d32_async(self.row_max, 0, m, s)
-            cuda.memset_d32_async(self.col_max, 0, n, s)
-            f["ozaki_row_max"].prepared_async_call((_cdiv(k, 1024), min(_cdiv(m, 8), 65535)), (32, 8, 1), s,
-                                                   m, k, a, self.row_max)
-            f["ozaki_col_max"].prepared_async_call((_cdiv(n, 32), _cdiv(k, 256)), (32, 8, 1), s, k, n, b, self.col_max)
-
-        def residues():
-            f["ozaki_residues_a"].prepared_async_call((_cdiv(kp // 4, 256), min(m, 65535)), (256, 1, 1), s,
-                                                      m, k, kp, self.bits, a, self.row_max, self.res_a)
-            f["ozaki_residues_b"].prepared_async_call((_cdiv(n, 32), _cdiv(kp, 64)), (256, 1, 1), s,
-                                                      k, n, kp, self.bits, b, self.col_max, self.res_b)
-
-        def gemms():
-            f["ozaki_int8_gemm"].prepared_async_call((_cdiv(n, BN), _cdiv(m, BM), self.count), (128 * (BM // 64 + 1), 1, 1),
-                                                     s, m, n, kp, np_, self.prod, shared_size=SMEM)
-
-        def reconstruct():
-            f["ozaki_reconstruct"].prepared_async_call((_cdiv(n, 4 * 256), min(m, 65535)), (256, 1, 1), s, m, n, np_,
-                                                       self.bits, self.prod, self.row_max, self.col_max,
-                                                       np.float32(alpha), np.float32(beta), c_out)
-
-        return {"maxima": maxima, "residues": residues, "INT8 GEMMs": gemms, "reconstruction": reconstruct}
+        """Each phase as a callable on the stream, in order."""
+        return self.launcher.phase_calls(self.shape, alpha, a, b, beta, c_out, self.stream)
 
     def __call__(self, m, n, k, alpha, a, b, beta, c_out) -> None:
         self.plan(m, n, k)
-        for part in self.parts(alpha, a, b, beta, c_out).values():
-            part()
+        self.launcher(self.shape, alpha, a, b, beta, c_out, self.stream)
 
 
 class CublasInt8:
@@ -146,10 +82,9 @@ class CublasInt8:
 
     def __call__(self, oz: Ozaki2, out) -> None:
         cb, r8, r32 = self.cb, int(self.nv.CudaDataType.CUDA_R_8I), int(self.nv.CudaDataType.CUDA_R_32I)
-        m, n, _ = oz.shape
-        kp = oz.kp
+        m, n, kp = oz.shape.m, oz.shape.n, oz.kp
         cb.gemm_strided_batched_ex(self.handle, cb.Operation.T, cb.Operation.N, n, m, kp, self.one.ctypes.data,
-                                   int(oz.res_b), r8, kp, n * kp, int(oz.res_a), r8, kp, m * kp, self.zero.ctypes.data,
+                                   int(oz.bufs["res_b"]), r8, kp, n * kp, int(oz.bufs["res_a"]), r8, kp, m * kp, self.zero.ctypes.data,
                                    int(out), r32, n, m * n, oz.count, int(cb.ComputeType.COMPUTE_32I),
                                    int(cb.GemmAlgo.DEFAULT))
 
@@ -262,15 +197,16 @@ def bench(oz: Ozaki2, sgemm, lt8: CublasInt8, shapes, pci: str, others: dict) ->
         row["stage22_ms"] = t(lambda: oz(m, n, k, 1.0, da, db, 0.0, dc), "stage22")
         for name, part in parts.items():
             row[f"{name} ms"] = t(part, name)
+        gemm_ms = row[f"{oz.spec.entry} ms"]
         i32 = cuda.mem_alloc(4 * oz.count * m * n)
         row["cublas_int8_ms"] = t(lambda: lt8(oz, i32), "cublas_int8")
         i32.free()
-        for label, other in others.items():  # the same residues (this build's), another build's GEMM
-            other.adopt(oz)
-            row[f"INT8 GEMMs {label} ms"] = t(other.parts(1.0, da, db, 0.0, dc)["INT8 GEMMs"], f"gemms {label}")
+        for label, other in others.items():  # another build: its whole call once, then its main phase alone
+            other(m, n, k, 1.0, da, db, 0.0, dc)
+            row[f"{other.spec.entry} {label} ms"] = t(other.parts(1.0, da, db, 0.0, dc)[other.spec.entry], f"main {label}")
         row["clocks"] = dict(clocks)
         ops = 2.0 * m * n * oz.kp * oz.count
-        row["gemm_tops"] = ops / (row["INT8 GEMMs ms"] * 1e-3) / 1e12
+        row["gemm_tops"] = ops / (gemm_ms * 1e-3) / 1e12
         row["cublas_int8_tops"] = ops / (row["cublas_int8_ms"] * 1e-3) / 1e12
         row["x_cublas"] = row["cublas_ms"] / row["stage22_ms"]
         rows.append(row)
@@ -283,38 +219,44 @@ def bench(oz: Ozaki2, sgemm, lt8: CublasInt8, shapes, pci: str, others: dict) ->
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("ozaki2.json"))
-    ap.add_argument("--moduli", type=int, default=8)
+    ap.add_argument("--set", nargs="*", default=[], metavar="P=V", help="parameters of the stage's config entry to change")
     ap.add_argument("--check-shapes", nargs="*", default=["256x192x320", "300x200x1004", "129x257x515", "1000x1000x1000",
-                                                          "64x64x20000"])
+                                                          "64x64x20000", "2000x2100x50", "37x3x70001", "3x37x70001"])
     ap.add_argument("--dists", nargs="+", default=["uniform", "normal", "loguniform", "positive", "extreme", "integers",
                                                    "short", "sparse"])
     ap.add_argument("--bench-shapes", nargs="*", default=["1024x1024x1024", "2048x2048x2048", "4096x4096x4096",
                                                           "8192x8192x8192", "4096x4096x1024"])
-    ap.add_argument("--variant", nargs="*", default=[], metavar="NAME=DEFINES",
-                    help="another build of the kernels (comma-separated -D values) whose INT8 GEMMs are timed too")
+    ap.add_argument("--variant", nargs="*", default=[], metavar="NAME=P=V,...",
+                    help="another build (parameters changed) whose main phase is timed too")
     args = ap.parse_args()
     shape = lambda text: tuple(int(x) for x in text.split("x"))  # noqa: E731
-    from sgemm_lab.gpu.build import nvcc
+    params = lambda items: {k: int(v) for k, v in (i.split("=") for i in items)}  # noqa: E731
+    from sgemm_lab.config.load import from_dict
+    from sgemm_lab.config.files import read
+    from sgemm_lab.gpu.build import compile_many
     from sgemm_lab.gpu.device import device_info, driver
     from sgemm_lab.gpu.launch import CublasLauncher
     from sgemm_lab.measure.gpulock import gpu_lock
 
-    cubin = nvcc("22_ozaki2_int8", SOURCE.read_text(), ["-O3", f"-DNMOD={args.moduli}"], "sm_90a")
+    cfg = from_dict(read(ROOT / "config" / "config.yaml"))
+    spec = cfg.kernel(STAGE).with_params(**params(args.set))
+    variants = {v.split("=", 1)[0]: spec.with_params(**params(v.split("=", 1)[1].split(","))) for v in args.variant}
+    built = compile_many([spec, *variants.values()], "sm_90a", jobs=1 + len(variants))
+    for _, err in built:
+        if err:
+            raise err
     with gpu_lock(exclusive=True):
         dev = device_info()
         stream = driver().Stream()
-        oz, sgemm, lt8 = Ozaki2(cubin, args.moduli, stream), CublasLauncher(stream), CublasInt8(stream)
-        others = {}
-        for v in args.variant:
-            name, defs = v.split("=", 1)
-            opts = ["-O3", f"-DNMOD={args.moduli}"] + [f"-D{d}" for d in defs.split(",")]
-            others[name] = Ozaki2(nvcc("22_ozaki2_int8", SOURCE.read_text(), opts, "sm_90a"), args.moduli, stream)
+        oz, sgemm, lt8 = Ozaki2(spec, built[0][0], stream), CublasLauncher(stream), CublasInt8(stream)
+        others = {name: Ozaki2(sp, cubin, stream) for (name, sp), (cubin, _) in zip(variants.items(), built[1:])}
         checked = check(oz, sgemm, [shape(s) for s in args.check_shapes], args.dists, seed=1)
         timed = bench(oz, sgemm, lt8, [shape(s) for s in args.bench_shapes], dev.pci_bus_id, others)
-    args.out.write_text(json.dumps(dict(gpu=dev.name, moduli=moduli(args.moduli), check=checked, bench=timed), indent=1))
+    args.out.write_text(json.dumps(dict(gpu=dev.name, params=dict(spec.params), moduli=moduli(oz.count), check=checked,
+                                        bench=timed), indent=1))
     import pandas as pd
 
-    print(f"\n{dev.name}, {args.moduli} moduli: error against float64, stage 22 and cuBLAS SGEMM")
+    print(f"\n{dev.name}, {oz.count} moduli: error against float64, stage 22 and cuBLAS SGEMM")
     print(pd.DataFrame(checked).to_string(index=False, float_format=lambda v: f"{v:.2e}"))
     print("\ntime (ms, median), stage 22 per part, cuBLAS SGEMM and cuBLAS INT8 on the same residues")
     print(pd.DataFrame([{k: v for k, v in r.items() if k != "clocks"} for r in timed]).to_string(

@@ -30,47 +30,33 @@ block_tile
     ``BM`` columns of its ``M <= BN`` rows.
 host
     A C function on the CPU: no launch.
+phases
+    Several kernels in turn, on a workspace of their own, all of it data in the entry
+    (:mod:`sgemm_lab.config.phases`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
 from ..errors import ConfigError, ShapeError
-from . import expr
+from . import expr, phases
+from .bindings import MAX_GRID_X, MAX_GRID_YZ, MAX_THREADS_PER_BLOCK, Launch, env, evaluate, threads_per_block
 
 if TYPE_CHECKING:  # annotations only: config imports this module, not the other way round
     from .records import KernelSpec, Shape
 
 SHAPE_NAMES = ("M", "N", "K")  # the names a runs_when expression may use beside the parameters
-MAX_THREADS_PER_BLOCK = 1024
-MAX_GRID_X = 2**31 - 1
-MAX_GRID_YZ = 65535
 STATIC_SHARED_LIMIT = 48 * 1024  # static __shared__ arrays can never exceed this
 # A sweep's grids may expand to at most this many points: every point is checked, compiled and timed,
 # so a grid beyond it is a typo (or a generated list gone wrong), never a sweep anyone could run.
 MAX_SWEEP_POINTS = 100_000
 
 
-@dataclass(frozen=True, kw_only=True)
-class Launch:
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    shared_bytes: int = 0  # dynamic shared memory
-
-    @property
-    def threads(self) -> int:
-        return self.block[0] * self.block[1] * self.block[2]
-
-    @property
-    def blocks(self) -> int:
-        return self.grid[0] * self.grid[1] * self.grid[2]
-
-
-_REQUIRED = {"elementwise": ("BLOCK",), "grid2d": ("BX", "BY"), "block_tile": ("BM", "BN", "BK"), "host": ()}
+_REQUIRED = {"elementwise": ("BLOCK",), "grid2d": ("BX", "BY"), "block_tile": ("BM", "BN", "BK"), "host": (),
+             "phases": ()}
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -85,31 +71,6 @@ def tile(spec: KernelSpec) -> tuple[int, int, int]:
     if spec.geometry == "grid2d":
         return (p["BY"], p["BX"], 1)
     return (1, 1, 1)
-
-
-def threads_per_block(spec: KernelSpec) -> int:
-    p = spec.params
-    if spec.geometry == "elementwise":
-        return p["BLOCK"]
-    if spec.geometry == "grid2d":
-        return p["BX"] * p["BY"]
-    if spec.geometry == "block_tile":
-        return p.get("THREADS", (p["BM"] * p["BN"]) // (p.get("TM", 1) * p.get("TN", 1)))
-    return 1
-
-
-def env(spec: KernelSpec) -> dict[str, int]:
-    """Names visible to the spec's expressions: its parameters and THREADS."""
-    return {**spec.params, "THREADS": threads_per_block(spec)}
-
-
-def evaluate(spec: KernelSpec, key: str, text: str, names: Mapping[str, int] | None = None) -> int | bool:
-    """``text``, the value of config key ``key`` of ``spec``, over ``names`` (default :func:`env`); a
-    refusal is a ConfigError naming the stage and the key."""
-    try:
-        return expr.evaluate(text, env(spec) if names is None else names, key=key)
-    except ConfigError as exc:
-        raise ConfigError(f"kernel {spec.id}: {exc}") from None
 
 
 def shared_bytes(spec: KernelSpec) -> int:
@@ -203,6 +164,8 @@ def check_params(spec: KernelSpec) -> None:
         raise ConfigError(f"kernel {spec.id}: backend 'host' needs geometry: host")
     if spec.backend == "cuda" and spec.geometry == "host":
         raise ConfigError(f"kernel {spec.id}: geometry 'host' is for backend: host")
+    if spec.geometry == "phases":
+        phases.check(spec)
     if spec.geometry in ("elementwise", "host") and spec.shapes != "any":
         raise ConfigError(f"kernel {spec.id}: geometry '{spec.geometry}' handles any shape; set shapes: any")
     known = set(spec.params) | {"THREADS"}  # the names of env(), without computing THREADS (which may divide by 0)
@@ -249,6 +212,8 @@ def unsupported_reason(spec: KernelSpec, shape: Shape) -> str | None:
         failing = [t for i, t in enumerate(spec.runs_when) if not evaluate(spec, f"runs_when[{i}]", t, names)]
         if failing:
             return f"runs only where {' and '.join(failing)} (runs_when; M={shape.m}, N={shape.n}, K={shape.k})"
+    if spec.geometry == "phases":
+        return phases.unsupported_reason(spec, shape)
     if spec.geometry != "host":
         grid = _grid(spec, shape)
         if grid[0] > MAX_GRID_X or grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:

@@ -249,7 +249,12 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config", origins: "Origin
             suite=bool(k.get("suite", True)),
             held_out=bool(k.get("held_out", False)),
             arch=k.get("arch", ""),
-            tensor_maps=tuple(frozen({**m, "box": tuple(m["box"])}) for m in k["tensor_maps"]),
+            tensor_maps=tuple(frozen({**m, "box": tuple(m["box"]), **({"dims": tuple(m["dims"])} if "dims" in m else {})})
+                              for m in k["tensor_maps"]),
+            sizes=frozen({name: str(text) for name, text in k.get("sizes", {}).items()}),
+            workspace=tuple(frozen(b) for b in k.get("workspace", ())),
+            phases=tuple(frozen({**ph, "grid": tuple(ph["grid"]), "block": tuple(ph["block"]), "args": tuple(ph["args"])})
+                         for ph in k.get("phases", ())),
         )
         try:
             check_params(spec)

@@ -31,6 +31,12 @@ ROOT = _lab_root()
 KERNEL_DIR = Path(os.environ.get("SGEMM_LAB_KERNELS") or ROOT / "kernels")
 BASELINES = ("cublas", "cublas_tf32", "numpy")
 GPU_BASELINES = ("cublas", "cublas_tf32")
+# The precision classes a stage may declare (KernelSpec.precision): fp32 (FFMA), tf32 (TF32 tensor cores),
+# 3xtf32 (TF32 tensor cores with error compensation) and ozaki2 (exact INT8 tensor-core products of
+# residues, rebuilt by the Chinese remainder theorem: the Ozaki scheme II). The FP32-accurate ones are held
+# to the FP32 limit and race cuBLAS strict FP32.
+PRECISIONS = ("fp32", "tf32", "3xtf32", "ozaki2")
+FP32_ACCURATE = ("fp32", "3xtf32", "ozaki2")
 # The precision class of each library baseline (a stage declares its own: KernelSpec.precision).
 BASELINE_PRECISION = {"cublas": "fp32", "cublas_tf32": "tf32", "numpy": "fp32"}
 
@@ -129,7 +135,7 @@ class KernelSpec:
     dispatch_from: str = ""  # a per-shape dispatch stage: its base stage (see sgemm_lab.dispatch.choice)
     candidates: tuple[Mapping[str, int], ...] = ()  # ... and the parameter overrides it chooses among
     rule: DispatchRule | None = None  # ... by this model; without one, by its measured table
-    precision: str = "fp32"  # fp32, tf32 or 3xtf32: the class of its tolerance (results.verify.tolerance_for)
+    precision: str = "fp32"  # one of PRECISIONS: the class of its tolerance (results.verify.tolerance_for)
     signature: str = "gemm"
     micro_tile: tuple[str, str] = ("TM", "TN")
     max_dim: int | None = None  # shapes with a larger dimension are skipped (host stages: cpu.max_dim)
@@ -138,6 +144,10 @@ class KernelSpec:
     held_out: bool = False  # also timed on the held-out shapes (LabConfig.held_out), with cuBLAS FP32
     arch: str = ""  # compile target instead of the device's (e.g. sm_90a); see gpu.compile.target_arch
     tensor_maps: tuple[Mapping[str, Any], ...] = ()  # TMA maps the launcher writes (see sgemm_lab.gpu.tensormap)
+    # geometry phases: a stage of several kernels (see sgemm_lab.config.phases)
+    sizes: Mapping[str, str] = field(default_factory=lambda: frozen({}))
+    workspace: tuple[Mapping[str, Any], ...] = ()
+    phases: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def source_path(self) -> Path:

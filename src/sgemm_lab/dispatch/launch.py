@@ -9,10 +9,17 @@ from .choice import candidate_spec, choose, listed_candidate, rule_choice, unpac
 
 
 def launcher_for(spec: KernelSpec, binary: bytes):
-    """The launcher of a resolved CUDA stage: ``gpu.launch.KernelLauncher``, or a DispatchLauncher."""
+    """The launcher of a resolved CUDA stage: ``gpu.launch.KernelLauncher``, a DispatchLauncher, or for a
+    stage of several kernels ``gpu.phased.PhasedLauncher``."""
+    if spec.dispatched:
+        return DispatchLauncher(spec, binary)
+    if spec.geometry == "phases":
+        from ..gpu.phased import PhasedLauncher
+
+        return PhasedLauncher(spec, binary)
     from ..gpu.launch import KernelLauncher
 
-    return DispatchLauncher(spec, binary) if spec.dispatched else KernelLauncher(spec, binary)
+    return KernelLauncher(spec, binary)
 
 
 class DispatchLauncher:

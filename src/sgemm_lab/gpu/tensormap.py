@@ -115,6 +115,26 @@ def requests(spec: KernelSpec, shape: Shape, pitch: tuple[int, int] | None = Non
     return out
 
 
+def buffer_requests(spec: KernelSpec, names) -> list[MapRequest]:
+    """The maps of a phased stage's workspace buffers (entries with ``buffer``; ``config.phases``) over the
+    integer ``names`` of its plan for one shape (parameters, M, N, K, sizes); the request's ``operand`` is the
+    buffer's name. LabError when a rule of the tensor memory accelerator is broken."""
+    from ..config.geometry import evaluate
+    from ..config.phases import map_dims
+
+    out = []
+    for i, m in enumerate(spec.tensor_maps):
+        dims, row_bytes = map_dims(spec, i, names)
+        box = tuple(int(evaluate(spec, f"tensor_maps[{i}].box[{j}]", str(b), names)) for j, b in enumerate(m["box"]))
+        req = MapRequest(symbol=m["symbol"], operand=m["buffer"], dims=dims, row_bytes=row_bytes, box=box,
+                         swizzle=int(m.get("swizzle", 128)), elem_bytes=int(m.get("elem_bytes", 4)))
+        problem = _problem(req)
+        if problem:
+            raise LabError(f"kernel {spec.id}: tensor map {req.symbol} of {req.operand}: {problem}")
+        out.append(req)
+    return out
+
+
 def _problem(req: MapRequest) -> str | None:
     if req.row_bytes % 16:
         return f"rows of {req.row_bytes} B are not a multiple of 16 B"

@@ -161,7 +161,7 @@ def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, reco
     else:
         from ..gpu.build import compile_many, prebuilt_dir, prebuilt_file
         from ..gpu.device import device_info
-        from ..gpu.launch import KernelLauncher
+        from ..dispatch.launch import launcher_for
 
         env = io.read_json(env_json)
         arch = env["gpu"]["arch"]
@@ -180,13 +180,16 @@ def build(cfg: LabConfig, kernel: str, *, env_json: Path, binary_out: Path, reco
 
         counts = sass_record(binary, spec.entry)  # instruction counts (none without cuobjdump): before the GPU
         with gpu_lock(exclusive=False):  # loading the module does
-            launcher = KernelLauncher(spec, binary)
+            launcher = launcher_for(spec, binary)
             launcher.check_launchable(device_info())
             rec = dict(asdict(launcher.resources(arch, dt)), precompiled=precompiled)
+            if hasattr(launcher, "phase_resources"):  # a stage of several kernels: each one's too
+                rec["phases"] = launcher.phase_resources()
         rec.update(counts)
-        if rec["local_bytes"] > spec.max_local_bytes:
-            raise CompileError(f"kernel {kernel}: {rec['local_bytes']} B of local memory per thread "
-                               f"(spills or stack); config allows {spec.max_local_bytes}")
+        for part in [rec, *rec.get("phases", ())]:  # a stage of several kernels: every one of them
+            if part["local_bytes"] > spec.max_local_bytes:
+                raise CompileError(f"kernel {kernel}: {part['local_bytes']} B of local memory per thread in "
+                                   f"{part.get('entry', spec.entry)} (spills or stack); config allows {spec.max_local_bytes}")
         log.info("%s: %d registers, %d B static shared memory, %d B local memory per thread, %s in %.2f s%s",
                  kernel, rec["registers"], rec["shared_static_bytes"], rec["local_bytes"],
                  "read from the precompile step" if precompiled else "compiled", dt,

@@ -12,6 +12,8 @@ import math
 
 import pandas as pd
 
+from ..config.records import FP32_ACCURATE
+
 # the modes in which A @ B is computed (alpha0 only scales C, which TF32 does exactly)
 MULTIPLYING = ("beta", "beta0_poisoned")
 
@@ -98,7 +100,7 @@ def by_distribution(checks: pd.DataFrame | None, order: list[str], precision: di
     ran = ran.assign(ratio=ran["rel_err"] / ran["cublas_rel_err"])
     rows = []
     for impl in order:
-        if precision.get(impl, "fp32") not in ("fp32", "3xtf32") and impl != "cublas_tf32":
+        if precision.get(impl, "fp32") not in FP32_ACCURATE and impl != "cublas_tf32":
             continue
         mine = ran[ran["kernel"] == impl]
         if mine.empty:
@@ -137,7 +139,7 @@ def exactness(checks: pd.DataFrame | None, order: list[str], precision: dict[str
     ran["off"] = (ran["rel_err"] != 0) | ran["rel_err"].isna() | nonfinite
     rows, inexact = [], []
     for impl in order:
-        if impl == "cublas" or precision.get(impl, "fp32") not in ("fp32", "3xtf32"):
+        if impl == "cublas" or precision.get(impl, "fp32") not in FP32_ACCURATE:
             continue
         mine = ran[ran["kernel"] == impl]
         if mine.empty:
@@ -175,7 +177,7 @@ def failed_points(checks: pd.DataFrame | None, precision: dict[str, str]) -> lis
     if ran is None:
         return []
     bad = ran[(ran["status"] == "fail") & (ran["distribution"] != "uniform")
-              & ran["kernel"].map(lambda k: precision.get(k, "fp32") in ("fp32", "3xtf32"))]
+              & ran["kernel"].map(lambda k: precision.get(k, "fp32") in FP32_ACCURATE)]
     out = []
     for _, r in bad.iterrows():
         lib = r.get("cublas_rel_err", math.nan)

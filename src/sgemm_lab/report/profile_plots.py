@@ -17,6 +17,10 @@ import seaborn as sns  # noqa: E402
 
 from .levels import LEVELS, level_table, roofs as level_roofs  # noqa: E402
 from .plots import at_shape, place_labels, save_figure, save_or_say, placeholder  # noqa: E402
+
+# The classes whose roof these figures draw. A stage of several kernels (ozaki2) is left out: its profile
+# is of its main phase alone, whose bytes are not the stage's.
+ROOFED = ("fp32", "tf32", "3xtf32")
 from .stage_tables import ncu_table  # noqa: E402
 
 
@@ -49,6 +53,8 @@ def roofline_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, o
         if impl in table.index and impl in ok.index:
             dram = table.loc[impl, "dram_bytes_read"] + table.loc[impl].get("dram_bytes_write", 0.0)
             cls = (precision or {}).get(impl, "fp32")
+            if cls not in ROOFED:  # a stage of several kernels: its profile is its main phase's alone
+                continue
             if np.isfinite(dram) and dram > 0:  # a stage without both DRAM counters has no point
                 pts.append(dict(kernel=impl, intensity=flops / dram, tflops=ok.loc[impl, "tflops"],
                                 precision=cls if cls in ("tf32", "3xtf32") else "fp32"))
@@ -127,6 +133,9 @@ def levels_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, ord
                 "(profiled before the lab collected them, or not profiled)")
     if "fp32_tflops" not in ceilings:
         return "hierarchical roofline: no measured ceilings (the ceilings step did not run or failed)"
+    table = table[[c in ROOFED for c in table.precision]]  # (a stage of several kernels: its main phase only)
+    if table.empty:
+        return "hierarchical roofline: no profiled stage of a class with a roof at this shape"
     table = table.assign(precision=[c if c in ("tf32", "3xtf32") else "fp32" for c in table.precision])
     peak, tensor = ceilings["fp32_tflops"], ceilings.get("tf32_tflops")
     compute = [(peak, "-", 2.0, f"FMA {peak:.1f} TFLOP/s")]

@@ -72,7 +72,7 @@ def aggregate(cfg: LabConfig, *, bench_csvs, check_jsons, build_jsons, profile_c
     io.write_csv(check_out, add_provenance(check_df, builds, env))
     if dispatch_out is not None:
         io.write_csv(dispatch_out, dispatch_rows(builds), columns=DISPATCH_COLUMNS)
-    nested = ("dispatch_table", "candidates")  # in dispatch.csv, one row per shape
+    nested = ("dispatch_table", "candidates", "phases")  # in dispatch.csv, one row per shape; each phase's build in its record
     io.write_csv(build_out, pd.DataFrame([{k: v for k, v in b.items() if k not in nested} for b in builds]))
     io.write_json(env_out, env)
     ncu = pd.concat(profiles, ignore_index=True) if profiles else pd.DataFrame(columns=PROFILE_COLUMNS)

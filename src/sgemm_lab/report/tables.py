@@ -11,7 +11,7 @@ import math
 
 import pandas as pd
 
-from ..config.records import BASELINES, GPU_BASELINES, LabConfig
+from ..config.records import BASELINES, FP32_ACCURATE, GPU_BASELINES, LabConfig
 from .markdown import md_table, md_text
 from .numbers import mark, rate, ratio_text, unsteady_note
 
@@ -209,11 +209,14 @@ def over_suite(ratios: list[tuple[float, str]]) -> str:
             f"minimum **{low:.3f}×** at {at}.")
 
 
-FP32_ACCURATE = ("fp32", "3xtf32")
+
+
+# how the report names each FP32-accurate class beyond strict FP32
+CLASS_NAMES = {"3xtf32": "compensated TF32 (3xTF32)", "ozaki2": "INT8 emulation (Ozaki scheme II)"}
 
 
 def fp32_accurate_stages(cfg: LabConfig, checks: pd.DataFrame | None) -> list[str]:
-    """The GPU stages that earned the FP32-accurate label in this run: class fp32 or 3xtf32, and every
+    """The GPU stages that earned the FP32-accurate label in this run: a class of FP32_ACCURATE, and every
     check that ran passed, each judged against cuBLAS strict FP32 on the same inputs (``fp32_limit``;
     a run without that column judged no stage so, and has none)."""
     if checks is None or checks.empty or "fp32_limit" not in checks:
@@ -229,8 +232,8 @@ def fp32_accurate_stages(cfg: LabConfig, checks: pd.DataFrame | None) -> list[st
 
 
 def fp32_accurate_table(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | None) -> list[str]:
-    """Per suite shape, the fastest FP32-accurate implementation (strict FP32 or 3xTF32 stages that
-    passed the FP32 class, and cuBLAS itself) and the best such stage against cuBLAS strict FP32, with
+    """Per suite shape, the fastest FP32-accurate implementation (stages of the FP32-accurate classes that
+    passed the FP32 limit, and cuBLAS itself) and the best such stage against cuBLAS strict FP32, with
     the geometric mean and minimum; then which to use where."""
     stages = fp32_accurate_stages(cfg, checks)
     if not cfg.suite or not stages:
@@ -251,11 +254,12 @@ def fp32_accurate_table(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame |
         use.setdefault(winner, []).append(label)
         rows.append([label, f"{ref.tflops:.2f}", f"`{best.kernel}` ({cfg.precisions.get(best.kernel, 'fp32')})",
                      f"{best.tflops:.2f}", f"**{ratio:.3f}×**{mark(ref, best)}", f"`{winner}`"])
-    out = ["### FP32-accurate: the best of strict FP32 and 3xTF32", "",
+    by_class = {cls: [k for k in stages if cfg.precisions.get(k) == cls] for cls in FP32_ACCURATE if cls != "fp32"}
+    emulated = "; ".join(f"{CLASS_NAMES[cls]} {', '.join(f'`{k}`' for k in ks)}" for cls, ks in by_class.items() if ks)
+    out = ["### FP32-accurate: the best of strict FP32, 3xTF32 and INT8 emulation", "",
            "The same shapes, the race open to every stage that earned FP32 accuracy in this run's checks (class "
-           "`fp32` or `3xtf32`, every check passed, each within the FP32 limit relative to cuBLAS on the same "
-           f"inputs): {len(stages)} stages, the compensated ones among them "
-           f"{', '.join(f'`{k}`' for k in stages if cfg.precisions.get(k) == '3xtf32') or 'none'}. Ratio as "
+           f"{', '.join(f'`{c}`' for c in FP32_ACCURATE)}, every check passed, each within the FP32 limit relative "
+           f"to cuBLAS on the same inputs): {len(stages)} stages, beyond strict FP32 {emulated or 'none'}. Ratio as "
            "above; the last column is the fastest FP32-accurate implementation there, cuBLAS included.", "",
            md_table(["shape", "cuBLAS TFLOP/s", "best FP32-accurate stage", "TFLOP/s", "ratio", "fastest"], rows,
                     align="lrlrrl")] + unsteady_note(rows)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config.records import UNIFORM, CheckSettings, Distribution, Shape
+from ..config.records import FP32_ACCURATE, UNIFORM, CheckSettings, Distribution, Shape
 
 EPS_FP32 = float(np.finfo(np.float32).eps)  # 2**-23
 EPS_TF32 = 2.0**-11  # unit roundoff of TF32's 10-bit mantissa
@@ -156,11 +156,12 @@ def tolerance(k: int, factor: float) -> float:
 
 
 def tolerance_for(precision: str, k: int, check: CheckSettings) -> float:
-    """The absolute bound for a stage of class ``precision`` (fp32, tf32 or 3xtf32). TF32 inputs lose
+    """The absolute bound for a stage of class ``precision`` (config.records.PRECISIONS). TF32 inputs lose
     their last 13 mantissa bits, a relative error of about 2^-11 per operand that averages over the dot
-    product instead of growing with K; 3xTF32 recovers FP32 accuracy and is held to FP32's bound."""
+    product instead of growing with K; 3xTF32 and the Ozaki scheme recover FP32 accuracy and are held to
+    FP32's bound."""
     fp32 = tolerance(k, check.tolerance_factor)
-    if precision in ("fp32", "3xtf32"):
+    if precision in FP32_ACCURATE:
         return fp32
     if precision == "tf32":
         return check.tf32_tolerance_factor * EPS_TF32 + fp32
@@ -187,9 +188,9 @@ def fp32_limit(k: int, check: CheckSettings, baseline_err: float | None) -> floa
 
 
 def limit_for(precision: str, k: int, check: CheckSettings, baseline_err: float | None) -> float:
-    """What a stage of class ``precision`` is held to at one point: the FP32 limit for fp32 and 3xtf32,
-    the TF32 bound for tf32."""
-    if precision in ("fp32", "3xtf32"):
+    """What a stage of class ``precision`` is held to at one point: the FP32 limit for the FP32-accurate
+    classes (config.records.FP32_ACCURATE), the TF32 bound for tf32."""
+    if precision in FP32_ACCURATE:
         return fp32_limit(k, check, baseline_err)
     return tolerance_for(precision, k, check)
 

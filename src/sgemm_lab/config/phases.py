@@ -1,0 +1,208 @@
+"""Stages of several kernels (geometry ``phases``): what they launch, in which order, on what workspace.
+
+A scheme such as the Ozaki scheme II (stage 22) is not one kernel: it scales A and B, takes residues,
+multiplies them and rebuilds the product, one kernel after another on one stream, through device
+buffers of its own. Its config entry says all of it as data, so that its launcher
+(``sgemm_lab.gpu.phased``) knows no stage:
+
+``sizes``
+    named integer expressions over the parameters and ``M``, ``N``, ``K`` (and sizes named before
+    them), e.g. ``KP: "(K + 15) // 16 * 16"``;
+``workspace``
+    device buffers: a lower-case ``name``, its ``bytes`` (an expression over the same names), and
+    ``zero: true`` for a buffer set to zero before the first phase of every call;
+``phases``
+    the kernels in launch order: the ``entry``, its ``grid`` and ``block`` (one to three expressions
+    each), its dynamic ``shared`` bytes (an expression over the parameters only: the launcher opts in
+    once), and its ``args``, names in the order of the kernel's parameters: ``M``, ``N``, ``K``, a size
+    or a parameter (passed as int), ``alpha`` or ``beta`` (float), ``A``, ``B``, ``C`` or a workspace
+    buffer (a pointer);
+``tensor_maps``
+    entries with ``buffer`` (a workspace name) in place of ``operand``: the map's ``dims`` (inner,
+    outer) in elements and ``row_bytes`` as expressions, ``elem_bytes`` 1 or 4.
+
+The stage's ``entry`` names its main phase: the kernel whose resources the build records and which
+Nsight Compute profiles. Nothing here needs a GPU.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping
+
+from ..errors import ConfigError, ShapeError
+from . import expr
+from .bindings import MAX_GRID_X, MAX_GRID_YZ, MAX_THREADS_PER_BLOCK, Launch, env, evaluate
+
+if TYPE_CHECKING:
+    from .records import KernelSpec, Shape
+
+SHAPE_NAMES = ("M", "N", "K")
+FLOAT_ARGS = ("alpha", "beta")
+OPERANDS = ("A", "B", "C")
+_BUFFER = re.compile(r"^[a-z][a-z0-9_]*\Z")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Phase:
+    """One kernel launch of a plan: the entry, its launch, its arguments' names."""
+
+    entry: str
+    launch: Launch
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Buffer:
+    name: str
+    bytes: int
+    zero: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class PhasePlan:
+    """Everything a phased stage launches for one shape: the integer names (parameters, THREADS, M, N, K,
+    sizes), the workspace and the phases."""
+
+    names: Mapping[str, int]
+    workspace: tuple[Buffer, ...]
+    phases: tuple[Phase, ...]
+
+
+def is_phased(spec: KernelSpec) -> bool:
+    return spec.geometry == "phases"
+
+
+def arg_kind(spec: KernelSpec, name: str) -> str:
+    """The PyCUDA ``prepare`` letter of argument ``name``: i (an integer), f (alpha, beta), P (a pointer)."""
+    if name in FLOAT_ARGS:
+        return "f"
+    if name in OPERANDS or name in buffers(spec):
+        return "P"
+    return "i"
+
+
+def signature(spec: KernelSpec, phase: Mapping) -> str:
+    return "".join(arg_kind(spec, a) for a in phase["args"])
+
+
+def buffers(spec: KernelSpec) -> tuple[str, ...]:
+    return tuple(b["name"] for b in spec.workspace)
+
+
+def _shape_names(spec: KernelSpec, shape: Shape) -> dict[str, int]:
+    names = {**env(spec), "M": shape.m, "N": shape.n, "K": shape.k}
+    for size, text in spec.sizes.items():
+        names[size] = int(evaluate(spec, f"sizes.{size}", str(text), names))
+    return names
+
+
+def _dims(spec: KernelSpec, key: str, texts, names: Mapping[str, int]) -> tuple[int, int, int]:
+    vals = [int(evaluate(spec, f"{key}[{j}]", str(t), names)) for j, t in enumerate(texts)]
+    return tuple(vals + [1] * (3 - len(vals)))  # type: ignore[return-value]
+
+
+def plan(spec: KernelSpec, shape: Shape) -> PhasePlan:
+    """The plan of ``spec`` on ``shape``; ShapeError (one line) when a grid leaves CUDA's limits or a
+    launch has no blocks."""
+    names = _shape_names(spec, shape)
+    work = tuple(Buffer(name=b["name"], bytes=int(evaluate(spec, f"workspace.{b['name']}.bytes", str(b["bytes"]), names)),
+                        zero=bool(b.get("zero", False))) for b in spec.workspace)
+    phases = []
+    for i, p in enumerate(spec.phases):
+        grid = _dims(spec, f"phases[{i}].grid", p["grid"], names)
+        block = _dims(spec, f"phases[{i}].block", p["block"], names)
+        shared = int(evaluate(spec, f"phases[{i}].shared", str(p.get("shared", 0)), names))
+        if grid[0] > MAX_GRID_X or grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ or min(grid) < 1:
+            raise ShapeError(f"kernel {spec.id} cannot run {shape}: phase {p['entry']}'s grid {grid} is outside "
+                             f"CUDA's limits")
+        phases.append(Phase(entry=p["entry"], launch=Launch(grid=grid, block=block, shared_bytes=shared),
+                            args=tuple(p["args"])))
+    return PhasePlan(names=names, workspace=work, phases=tuple(phases))
+
+
+def unsupported_reason(spec: KernelSpec, shape: Shape) -> str | None:
+    try:
+        plan(spec, shape)
+    except ShapeError as exc:
+        return str(exc).split(": ", 1)[1]
+    return None
+
+
+def map_dims(spec: KernelSpec, i: int, names: Mapping[str, int]) -> tuple[tuple[int, int], int]:
+    """Tensor map ``i`` of a buffer: its (inner, outer) extent in elements and its row pitch in bytes."""
+    m = spec.tensor_maps[i]
+    dims = tuple(int(evaluate(spec, f"tensor_maps[{i}].dims[{j}]", str(t), names)) for j, t in enumerate(m["dims"]))
+    return dims, int(evaluate(spec, f"tensor_maps[{i}].row_bytes", str(m["row_bytes"]), names))  # type: ignore[return-value]
+
+
+def check(spec: KernelSpec) -> None:
+    """ConfigError (one line, naming the stage and key) for an entry whose phases cannot be planned: names
+    an expression cannot see, arguments no launch can pass, a main entry not among the phases, a block
+    of no threads or more than a block may have. Every expression is evaluated at M = N = K = 1."""
+    def refuse(msg: str) -> ConfigError:
+        return ConfigError(f"kernel {spec.id}: {msg}")
+
+    if not spec.phases:
+        raise refuse("geometry 'phases' needs phases")
+    if spec.shapes != "any":
+        raise refuse("geometry 'phases' handles its own shapes; set shapes: any")
+    if spec.signature != "gemm":
+        raise refuse("geometry 'phases' has the gemm signature only")
+    params = set(env(spec))
+    known = params | set(SHAPE_NAMES)
+    for size, text in spec.sizes.items():
+        if size in known:
+            raise refuse(f"sizes.{size} shadows a parameter or M, N, K")
+        _names_within(spec, f"sizes.{size}", text, known)
+        known.add(size)
+    bufs = buffers(spec)
+    bad = [b for b in bufs if not _BUFFER.match(b) or b in FLOAT_ARGS]
+    if bad or len(set(bufs)) != len(bufs):
+        raise refuse(f"workspace names {', '.join(bufs)}: lower-case identifiers, each once, not alpha or beta")
+    for b in spec.workspace:
+        _names_within(spec, f"workspace.{b['name']}.bytes", b["bytes"], known)
+    entries = [p["entry"] for p in spec.phases]
+    if len(set(entries)) != len(entries):
+        raise refuse(f"phases launch an entry twice ({', '.join(entries)}): each entry once")
+    if spec.entry not in entries:
+        raise refuse(f"entry {spec.entry} (the main phase) is not among the phases ({', '.join(entries)})")
+    passable = known | set(FLOAT_ARGS) | set(OPERANDS) | set(bufs)
+    for i, p in enumerate(spec.phases):
+        for key in ("grid", "block"):
+            for j, t in enumerate(p[key]):
+                _names_within(spec, f"phases[{i}].{key}[{j}]", t, known)
+        _names_within(spec, f"phases[{i}].shared", p.get("shared", 0), params)
+        unknown = [a for a in p["args"] if a not in passable]
+        if unknown:
+            raise refuse(f"phases[{i}] ({p['entry']}).args: {', '.join(unknown)} is no parameter, size, M, N, K, "
+                         f"alpha, beta, A, B, C or workspace buffer")
+    for i, m in enumerate(spec.tensor_maps):
+        if "buffer" not in m:
+            raise refuse(f"tensor_maps[{i}]: a phased stage's maps are of workspace buffers (buffer:, dims:, row_bytes:)")
+        if m["buffer"] not in bufs:
+            raise refuse(f"tensor_maps[{i}].buffer {m['buffer']} is not in the workspace ({', '.join(bufs)})")
+        for j, t in enumerate(m["dims"]):
+            _names_within(spec, f"tensor_maps[{i}].dims[{j}]", t, known)
+        _names_within(spec, f"tensor_maps[{i}].row_bytes", m["row_bytes"], known)
+    from .records import Shape
+
+    try:
+        one = plan(spec, Shape(m=1, n=1, k=1))
+    except ShapeError as exc:
+        raise refuse(str(exc).split(": ", 1)[1]) from None
+    for ph in one.phases:
+        if not 1 <= ph.launch.threads <= MAX_THREADS_PER_BLOCK:
+            raise refuse(f"phase {ph.entry}: {ph.launch.threads} threads a block (1 to {MAX_THREADS_PER_BLOCK})")
+    for i in range(len(spec.tensor_maps)):
+        map_dims(spec, i, one.names)
+
+
+def _names_within(spec: KernelSpec, key: str, text, allowed: set[str]) -> None:
+    try:
+        unknown = expr.names(str(text), key=key) - allowed
+    except ConfigError as exc:
+        raise ConfigError(f"kernel {spec.id}: {exc}") from None
+    if unknown:
+        raise ConfigError(f"kernel {spec.id}: {key} '{text}' uses unknown name(s) {', '.join(sorted(unknown))}")

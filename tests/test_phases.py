@@ -1,0 +1,150 @@
+"""Stages of several kernels (geometry phases, sgemm_lab.config.phases) without a GPU: the configured
+stage 22's plan covers what its kernels index, its arguments are the kernels' own parameter lists, its
+tensor maps are within the accelerator's rules, and a phased entry that cannot be planned is refused in
+one line naming the stage and the key."""
+
+import copy
+import re
+
+import pytest
+from conftest import ROOT
+
+from sgemm_lab.config import load as cfgmod
+from sgemm_lab.config import phases
+from sgemm_lab.config.records import Shape
+from sgemm_lab.errors import ConfigError, ShapeError
+
+STAGE = "22_ozaki2_int8"
+SHAPES = [(1, 1, 1), (8192, 8192, 8192), (37, 3, 70001), (3, 37, 70001), (2000, 2100, 50), (131, 67, 2053),
+          (100_000, 5, 7), (8192, 12, 6144)]
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+@pytest.fixture
+def spec(lab):
+    return lab.kernel(STAGE)
+
+
+def _kernel_params(source: str) -> dict[str, str]:
+    """extern "C" entry -> its parameters as prepare letters (int i, float f, a pointer P), read from the
+    kernel file."""
+    out = {}
+    text = re.sub(r"//[^\n]*", "", source)
+    for m in re.finditer(r'extern "C" __global__ void(?: __launch_bounds__\([^)]*\))?\s+(\w+)\(([^)]*)\)', text):
+        letters = []
+        for p in m.group(2).split(","):
+            p = p.strip()
+            letters.append("P" if "*" in p else "f" if p.startswith("float") else "i")
+        out[m.group(1)] = "".join(letters)
+    return out
+
+
+def test_each_phase_passes_what_its_kernel_takes(spec):
+    declared = _kernel_params((ROOT / "kernels" / spec.source).read_text())
+    assert set(declared) == {p["entry"] for p in spec.phases}
+    for p in spec.phases:
+        assert phases.signature(spec, p) == declared[p["entry"]], p["entry"]
+
+
+@pytest.mark.parametrize("mnk", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_the_plan_covers_every_output_residue_and_word(spec, mnk):
+    m, n, k = mnk
+    plan = phases.plan(spec, Shape.of(mnk))
+    p = spec.params
+    kp, np_ = plan.names["KP"], plan.names["NP"]
+    assert kp % 16 == 0 and kp >= k > kp - 16 and np_ % 16 == 0 and np_ >= n > np_ - 16
+    work = {b.name: b for b in plan.workspace}
+    assert work["res_a"].bytes == p["NMOD"] * m * kp and work["res_b"].bytes == p["NMOD"] * n * kp
+    assert work["prod"].bytes == p["NMOD"] * m * np_
+    assert work["row_max"].zero and work["col_max"].zero and not work["prod"].zero
+    by = {ph.entry: ph.launch for ph in plan.phases}
+    assert [ph.entry for ph in plan.phases][-1] == "ozaki_reconstruct"  # the products before the sum
+    gemm = by["ozaki_int8_gemm"]
+    assert gemm.grid[0] * p["BN"] >= n and gemm.grid[1] * p["BM"] >= m and gemm.grid[2] == p["NMOD"]
+    assert gemm.threads == 128 * (p["BM"] // 64 + 1) and gemm.shared_bytes > 48 * 1024
+    # one thread a word of four K elements (rows by a grid-stride loop), one a word of four columns
+    assert by["ozaki_residues_a"].grid[0] * by["ozaki_residues_a"].block[0] * 4 >= kp
+    assert by["ozaki_reconstruct"].grid[0] * by["ozaki_reconstruct"].block[0] * 4 >= n
+    # B's residues: blocks of 64 k x 32 columns; the maxima: 1024 columns of a row, 256 rows of a column
+    assert by["ozaki_residues_b"].grid[0] * 32 >= n and by["ozaki_residues_b"].grid[1] * 64 >= kp
+    assert by["ozaki_row_max"].grid[0] * 1024 >= k and by["ozaki_col_max"].grid[1] * 256 >= k
+    assert all(launch.grid[1] <= 65535 and launch.grid[2] <= 65535 for launch in by.values())
+
+
+def test_the_residue_maps_hold_every_plane_and_keep_the_accelerator_s_rules(spec):
+    from sgemm_lab.gpu.tensormap import buffer_requests
+
+    plan = phases.plan(spec, Shape(m=1000, n=300, k=1001))
+    reqs = {r.symbol: r for r in buffer_requests(spec, plan.names)}
+    nmod, kp = spec.params["NMOD"], plan.names["KP"]
+    assert reqs["tmap_ra"].dims == (kp, nmod * 1000) and reqs["tmap_rb"].dims == (kp, nmod * 300)
+    assert all(r.row_bytes == kp and r.elem_bytes == 1 and r.box[0] == 128 for r in reqs.values())
+    assert reqs["tmap_ra"].box[1] == spec.params["BM"] and reqs["tmap_rb"].box[1] == spec.params["BN"]
+    assert {r.operand for r in reqs.values()} == {"res_a", "res_b"}
+
+
+def test_a_grid_beyond_cuda_s_limits_is_a_reason_not_a_crash(spec):
+    from sgemm_lab.config.geometry import unsupported_reason
+
+    assert unsupported_reason(spec, Shape(m=64, n=64, k=64)) is None
+    huge = Shape(m=64, n=64, k=5_000_000)  # B's residue blocks: KP / 64 of them along y, over 65535
+    reason = unsupported_reason(spec, huge)
+    assert reason and "ozaki_residues_b" in reason and "grid" in reason
+    with pytest.raises(ShapeError, match=f"kernel {STAGE} cannot run"):
+        phases.plan(spec, huge)
+
+
+def _entry(raw, **change):
+    k = copy.deepcopy(next(k for k in raw["kernels"] if k["id"] == STAGE))
+    k.update(change)
+    return k
+
+
+def _refusal(raw, entry) -> str:
+    raw["kernels"] = [k for k in raw["kernels"] if k["id"] != STAGE] + [entry]
+    with pytest.raises(ConfigError) as err:
+        cfgmod.from_dict(raw, source="config/config.yaml")
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith("config/config.yaml: ")
+    return msg
+
+
+def _phase(raw, i, **change):
+    ph = copy.deepcopy(_entry(raw)["phases"])
+    ph[i].update(change)
+    return ph
+
+
+@pytest.mark.parametrize("change, needle", [
+    (lambda raw: dict(entry="ozaki_nothing"), "entry ozaki_nothing (the main phase) is not among the phases"),
+    (lambda raw: dict(shapes="rows16"), "geometry 'phases' handles its own shapes; set shapes: any"),
+    (lambda raw: dict(phases=_phase(raw, 0, args=["M", "K", "A", "rowmax"])),
+     "phases[0] (ozaki_row_max).args: rowmax is no parameter, size, M, N, K, alpha, beta, A, B, C or workspace buffer"),
+    (lambda raw: dict(phases=_phase(raw, 4, grid=["(N + BX - 1) // BX", 1, "NMOD"])),
+     "phases[4].grid[0] '(N + BX - 1) // BX' uses unknown name(s) BX"),
+    (lambda raw: dict(phases=_phase(raw, 4, shared="K * 2")), "phases[4].shared 'K * 2' uses unknown name(s) K"),
+    (lambda raw: dict(phases=_phase(raw, 2, block=[2048])), "phase ozaki_residues_a: 2048 threads a block"),
+    (lambda raw: dict(phases=_phase(raw, 1, entry="ozaki_row_max")), "phases launch an entry twice"),
+    (lambda raw: dict(sizes={"KP": "(K + 15) // 16 * 16", "NP": "KQ + N"}), "sizes.NP 'KQ + N' uses unknown name(s) KQ"),
+    (lambda raw: dict(sizes={"K": "16"}), "sizes.K shadows a parameter or M, N, K"),
+    (lambda raw: dict(workspace=[{"name": "row_max", "bytes": "4 * M"}, {"name": "row_max", "bytes": 4}]),
+     "workspace names row_max, row_max"),
+    (lambda raw: dict(tensor_maps=[{"symbol": "tmap_ra", "buffer": "res_c", "dims": ["KP", "M"], "row_bytes": "KP",
+                                    "elem_bytes": 1, "box": [128, "BM"]}]),
+     "tensor_maps[0].buffer res_c is not in the workspace"),
+    (lambda raw: dict(tensor_maps=[{"symbol": "tmap_ra", "operand": "A", "box": [32, "BM"]}]),
+     "a phased stage's maps are of workspace buffers"),
+], ids=lambda x: x if isinstance(x, str) and len(x) < 30 else None)
+def test_an_entry_that_cannot_be_planned_is_refused_in_one_line(raw_config, change, needle):
+    msg = _refusal(raw_config, _entry(raw_config, **change(raw_config)))
+    assert f"kernel {STAGE}: " in msg and needle in msg, msg
+
+
+def test_the_schema_refuses_a_phase_without_its_launch(raw_config):
+    ph = _phase(raw_config, 0)
+    del ph[0]["grid"]
+    msg = _refusal(raw_config, _entry(raw_config, phases=ph))
+    assert "grid" in msg and "kernels[" in msg
