@@ -74,12 +74,23 @@ __host__ __device__ constexpr int crt_inverse(int j) {
 }
 __host__ __device__ constexpr uint64_t crt_weight(int j) { return P / (uint64_t)modulus(j) * (uint64_t)crt_inverse(j); }
 
-// The bits an operand row (column) keeps: the largest b <= 30 with K 4^b <= P/2 - P/2^21 (2^-20 of P/2
-// left as the reconstruction's rounding room). Every kernel that scales computes it from K itself.
-__host__ __device__ constexpr int operand_bits(int K) {
-    const uint64_t q = (P / 2 - P / (1ull << 21)) / (uint64_t)K;
-    int b = 0;
-    while (b < 30 && (q >> (2 * (b + 1))) != 0) ++b;  // 4^(b+1) <= q
+// The bits an operand row (column) keeps: the largest b <= 30 with K 4^b <= Q = P/2 - P/2^21 (2^-20 of
+// P/2 left as the reconstruction's rounding room). Every kernel that scales computes it from K itself, so
+// it must be cheap: K's bit length L bounds log2(Q / K) to [LQ - L - 1, LQ - L], so b starts at most one
+// step too high and the loop takes one or two shift-and-compare steps (no division).
+constexpr uint64_t WIDTH_Q = P / 2 - P / (1ull << 21);
+__host__ __device__ constexpr int bit_length64(uint64_t x) { return x ? 1 + bit_length64(x >> 1) : 0; }
+constexpr int WIDTH_LQ = bit_length64(WIDTH_Q);
+__host__ __device__ __forceinline__ int bit_length(unsigned x) {
+#ifdef __CUDA_ARCH__
+    return 32 - __clz(x);
+#else
+    return 32 - __builtin_clz(x);
+#endif
+}
+__host__ __device__ __forceinline__ int operand_bits(int K) {
+    int b = min(30, (WIDTH_LQ - bit_length((unsigned)K)) / 2);
+    while (b > 0 && (uint64_t)K > (WIDTH_Q >> (2 * b))) --b;  // K 4^b <= Q  <=>  K <= floor(Q / 4^b)
     return b;
 }
 

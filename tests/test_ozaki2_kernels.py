@@ -44,7 +44,11 @@ def test_the_compiled_constants_and_widths_are_the_model_s(count, nvcc, tmp_path
     """A host program over the kernel file prints what its constexpr functions compute: the moduli, P, the
     CRT weights, and the operand width the scaling kernels and the reconstruction take for each K."""
     main = tmp_path / "constants.cu"
-    ks = ", ".join(str(k) for k in WIDTH_KS)
+    p = math.prod(model.moduli(count))
+    q = p // 2 - p // 2**21
+    edges = {e for b in range(15, 31) for e in (q // 4**b, q // 4**b + 1) if 1 <= e < 2**31}  # where the width steps
+    widths_at = sorted(set(WIDTH_KS) | edges)
+    ks = ", ".join(str(k) for k in widths_at)
     main.write_text(f'#include "{SOURCE}"\n#include <cstdio>\n'
                     "int main() { printf(\"%llu\\n\", (unsigned long long)P);\n"
                     "  for (int j = 0; j < NMOD; ++j) printf(\"%d %d %llu\\n\", modulus(j), crt_inverse(j),"
@@ -57,14 +61,13 @@ def test_the_compiled_constants_and_widths_are_the_model_s(count, nvcc, tmp_path
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n")
     mods = model.moduli(count)
-    p = math.prod(mods)
     assert int(lines[0]) == p < 2**64
     for j, m in enumerate(mods):
         mj, u, w = (int(x) for x in lines[1 + j].split())
         assert mj == m and (p // m) * u % m == 1 and w == (p // m) * u
         assert all(w % other == 0 for other in mods if other != m) and w % m == 1
     widths = dict(tuple(int(x) for x in line.split()) for line in lines[1 + count:] if line)
-    assert widths == {k: bits_for(k, count) for k in WIDTH_KS}
+    assert widths == {k: bits_for(k, count) for k in widths_at}
 
 
 @pytest.mark.parametrize("count", [6, 7, 8])
