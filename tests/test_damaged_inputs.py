@@ -176,17 +176,23 @@ def test_implementations_in_one_run_only_are_listed_on_the_page_and_in_the_log(r
     # 01_naive, cublas_tf32, and the stages added after the h200 run, in ladder order (baselines last)
     h100_only = sorted(set(pd.read_csv(REF / "h100" / "bench.csv").kernel) - set(rows.kernel),
                        key=lambda k: (k.startswith("cublas"), k))
+    # and the stages the h100 run predates
+    h200_only = sorted(set(rows.kernel) - set(pd.read_csv(REF / "h100" / "bench.csv").kernel))
     assert {"01_naive", "cublas_tf32"} <= set(h100_only)
     assert (f"**In one run only** (not compared): in **h100** only: {', '.join(f'`{k}`' for k in h100_only)}; "
-            "in **h200** only: none. Timed in both, but at no shape verified in both: `02_coalesced`.") in text
+            f"in **h200** only: {', '.join(f'`{k}`' for k in h200_only) or 'none'}. Timed in both, but at no shape "
+            "verified in both: `02_coalesced`.") in text
     log = (runs / "compare.log").read_text()
     assert f"not compared, timed in h100 only: {', '.join(h100_only)}" in log
+    assert not h200_only or f"not compared, timed in h200 only: {', '.join(h200_only)}" in log
     assert "timed in both, at no shape verified in both: 02_coalesced" in log
     assert "01_naive" not in set(pd.read_csv(out["csv"]).kernel)
     shutil.copy(REF / "h200" / "bench.csv", bench)
-    h100 = runs / "reports" / "h100" / "bench.csv"  # the stages added since the h200 run, dropped
-    rows = pd.read_csv(h100)
-    io.write_csv(h100, rows[rows.kernel.isin(set(pd.read_csv(bench).kernel))])
+    h100 = runs / "reports" / "h100" / "bench.csv"  # the stages one run has and the other lacks, dropped
+    rows, other = pd.read_csv(h100), pd.read_csv(bench)
+    both = set(rows.kernel) & set(other.kernel)
+    io.write_csv(h100, rows[rows.kernel.isin(both)])
+    io.write_csv(bench, other[other.kernel.isin(both)])
     text = _compare(runs, raw_config)["md"].read_text()
     assert "**In one run only**: none; both runs timed the same implementations" in text
     capsys.readouterr()

@@ -36,7 +36,9 @@ def _frac(x: float) -> str:
 
 
 def traffic(spec: KernelSpec, shape: Shape) -> Traffic | None:
-    if spec.backend == "host":
+    """The model's traffic for ``spec`` at ``shape``; None for a host stage and for a stage of several
+    kernels (geometry phases), which no one tile describes."""
+    if spec.backend == "host" or spec.geometry == "phases":
         return None
     k = shape.k
     if spec.geometry in ("elementwise", "grid2d"):
