@@ -148,3 +148,23 @@ def test_the_schema_refuses_a_phase_without_its_launch(raw_config):
     del ph[0]["grid"]
     msg = _refusal(raw_config, _entry(raw_config, phases=ph))
     assert "grid" in msg and "kernels[" in msg
+
+
+def test_the_main_phase_s_rate_is_put_against_its_measured_roof(spec, lab):
+    from sgemm_lab.report.stage_tables import ceilings_line, profiled_part
+
+    ops = phases.main_ops(spec, Shape(m=4096, n=4096, k=4096))
+    assert ops == 2 * 4096 * 4096 * 4096 * spec.params["NMOD"]  # K = KP here
+    assert phases.main_ops(spec, Shape(m=10, n=10, k=17)) == 2 * 10 * 10 * 32 * spec.params["NMOD"]
+    line = profiled_part(spec, (4096, 4096, 4096), ops / 1e6, {"int8_tops": 2000.0})  # ns: 1000 TOPS
+    assert line.startswith(", of its main phase `ozaki_int8_gemm` alone (one of its 6 kernels): ")
+    assert "1000 TOPS, 50.0% of the INT8 tensor probe's 2000" in line
+    assert "no INT8 tensor roof measured" in profiled_part(spec, (4096, 4096, 4096), 1e6, {})
+    assert profiled_part(lab.kernel("17_wgmma_tf32"), (4096, 4096, 4096), 1e6, {"int8_tops": 1.0}) == ""
+    text = ceilings_line({"fp32_tflops": 59.4, "dram_gbps": 4260.0, "tf32_tflops": 484.0, "int8_tops": 1935.0})
+    assert "INT8 tensor-core probe (wgmma m64n256k32) **1935 TOPS**" in text and "**484 TFLOP/s**" in text
+
+
+def test_a_main_roof_over_unknown_names_is_refused(raw_config):
+    msg = _refusal(raw_config, _entry(raw_config, main_roof={"ops": "2 * M * N * KQ", "ceiling": "int8_tops"}))
+    assert "main_roof.ops '2 * M * N * KQ' uses unknown name(s) KQ" in msg

@@ -255,6 +255,7 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config", origins: "Origin
             workspace=tuple(frozen(b) for b in k.get("workspace", ())),
             phases=tuple(frozen({**ph, "grid": tuple(ph["grid"]), "block": tuple(ph["block"]), "args": tuple(ph["args"])})
                          for ph in k.get("phases", ())),
+            main_roof=frozen({key: str(v) for key, v in k.get("main_roof", {}).items()}),
         )
         try:
             check_params(spec)

@@ -19,7 +19,11 @@ buffers of its own. Its config entry says all of it as data, so that its launche
     buffer (a pointer);
 ``tensor_maps``
     entries with ``buffer`` (a workspace name) in place of ``operand``: the map's ``dims`` (inner,
-    outer) in elements and ``row_bytes`` as expressions, ``elem_bytes`` 1 or 4.
+    outer) in elements and ``row_bytes`` as expressions, ``elem_bytes`` 1 or 4;
+``main_roof``
+    optionally, the main phase's operations (``ops``, an expression like the sizes') and the measured
+    ceiling they run against (``ceiling``, a key of the ceilings step's record such as ``int8_tops``):
+    the report gives the main phase's rate against that roof.
 
 The stage's ``entry`` names its main phase: the kernel whose resources the build records and which
 Nsight Compute profiles. Nothing here needs a GPU.
@@ -130,6 +134,13 @@ def unsupported_reason(spec: KernelSpec, shape: Shape) -> str | None:
     return None
 
 
+def main_ops(spec: KernelSpec, shape: Shape) -> int | None:
+    """The main phase's operations at ``shape`` (``main_roof.ops``), None without them."""
+    if not spec.main_roof:
+        return None
+    return int(evaluate(spec, "main_roof.ops", spec.main_roof["ops"], _shape_names(spec, shape)))
+
+
 def map_dims(spec: KernelSpec, i: int, names: Mapping[str, int]) -> tuple[tuple[int, int], int]:
     """Tensor map ``i`` of a buffer: its (inner, outer) extent in elements and its row pitch in bytes."""
     m = spec.tensor_maps[i]
@@ -186,6 +197,8 @@ def check(spec: KernelSpec) -> None:
         for j, t in enumerate(m["dims"]):
             _names_within(spec, f"tensor_maps[{i}].dims[{j}]", t, known)
         _names_within(spec, f"tensor_maps[{i}].row_bytes", m["row_bytes"], known)
+    if spec.main_roof:
+        _names_within(spec, "main_roof.ops", spec.main_roof["ops"], known)
     from .records import Shape
 
     try:

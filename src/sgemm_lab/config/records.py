@@ -148,6 +148,7 @@ class KernelSpec:
     sizes: Mapping[str, str] = field(default_factory=lambda: frozen({}))
     workspace: tuple[Mapping[str, Any], ...] = ()
     phases: tuple[Mapping[str, Any], ...] = ()
+    main_roof: Mapping[str, str] = field(default_factory=lambda: frozen({}))  # {ops, ceiling}: the main phase's rate
 
     @property
     def source_path(self) -> Path:

@@ -1,5 +1,6 @@
-"""The machine's measured ceilings: FP32 FMA throughput, TF32 tensor-core throughput (Hopper's wgmma)
-and DRAM copy bandwidth (the roofline's roofs), timed like any point."""
+"""The machine's measured ceilings: FP32 FMA throughput, TF32 and INT8 tensor-core throughput (Hopper's
+wgmma) and DRAM copy bandwidth (the roofline's roofs, and the INT8 products' of integer emulation), timed
+like any point."""
 
 from __future__ import annotations
 
@@ -93,9 +94,9 @@ def _int8_from_tf32(text: str) -> str:
 _INT8_PROBE = _int8_from_tf32(_TF32_PROBE)
 
 
-def compile_probes(arch: str, *, int8: bool = False) -> dict[str, bytes]:
-    """The probes' binaries for ``arch`` (nvcc only, no GPU: compiled before the step takes the GPU); with
-    ``int8``, on Hopper, the INT8 tensor-core probe too (``tools/probes/int8_roof.py``; not yet a step's)."""
+def compile_probes(arch: str, *, int8: bool = True) -> dict[str, bytes]:
+    """The probes' binaries for ``arch`` (nvcc only, no GPU: compiled before the step takes the GPU); on
+    Hopper the TF32 tensor-core probe and, with ``int8``, the INT8 one."""
     from ..gpu.build import nvcc
 
     out = {"fma": nvcc("ceilings (FMA probe)", _FMA_PROBE, ["-O3", f"-DCHAINS={FMA_CHAINS}"], arch)}

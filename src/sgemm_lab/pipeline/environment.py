@@ -141,7 +141,9 @@ def ceilings(cfg: LabConfig, *, env_json: Path, out: Path) -> StepStatus | None:
     cubins = compile_probes(io.read_json(env_json)["gpu"]["arch"])
     with gpu_lock(exclusive=True):
         rec = measure_ceilings(cubins)
-    log.info("FP32 FMA probe %.1f TFLOP/s, device-to-device copy %.0f GB/s", rec["fp32_tflops"], rec["dram_gbps"])
+    log.info("FP32 FMA probe %.1f TFLOP/s, device-to-device copy %.0f GB/s%s", rec["fp32_tflops"], rec["dram_gbps"],
+             "".join(f", {name} {rec[key]:.0f} {unit}" for key, name, unit in (
+                 ("tf32_tflops", "TF32 wgmma", "TFLOP/s"), ("int8_tops", "INT8 wgmma", "TOPS")) if key in rec))
     io.write_json(out, rec)
     probes = {k: v for k, v in rec.items() if k.endswith("_probe") and "disturbance" in v}
     for name, probe in probes.items():

@@ -19,8 +19,8 @@ from .markdown import md_table, md_text
 from .numbers import retime_lines
 from .problems import disturbance_summary, failed_steps_section, failure_section
 from .summary import contents, summary_section
-from .stage_tables import (NCU_KEYS, num_text, dispatch_table, eval_list, model_table, ncu_table, not_profiled,
-                           occupancy_limiter, sweep_summary, top_stalls)
+from .stage_tables import (NCU_KEYS, ceilings_line, num_text, dispatch_table, eval_list, model_table, ncu_table, not_profiled,
+                           occupancy_limiter, profiled_part, sweep_summary, top_stalls)
 from .tables import (row_at, fmt_value, accuracy_table, check_status, cpu_table, epilogue_table, fp32_accurate_table,
                      headline_shape, headline_table, ladder_table, sanitize_table, sass_table, shape_label,
                      suite_table)
@@ -207,10 +207,7 @@ def _profile(run: _Run) -> list[str]:
     if prof.empty:
         return out + ["No Nsight Compute metrics: " + ("; ".join(unavailable) if unavailable else "profiling unavailable") + ".", ""]
     if ceilings:
-        tensor = (f"TF32 tensor-core probe (wgmma m64n256k8) **{ceilings['tf32_tflops']:.0f} TFLOP/s**, "
-                  if ceilings.get("tf32_tflops") else "")
-        out.append(f"Measured ceilings of this GPU: FP32 FMA probe **{ceilings['fp32_tflops']:.1f} TFLOP/s**, "
-                   f"{tensor}device-to-device copy **{ceilings['dram_gbps']:.0f} GB/s** (read + write).")
+        out.append(ceilings_line(ceilings))
     mt = model_table(cfg, run.ncu, hs, run.dispatch, run.builds)
     if mt:
         out += ["", f"Traffic model of the notes vs measurement at {shape_label(*hs)} (loads per element of C; "
@@ -287,7 +284,8 @@ def _stage(run: _Run, spec) -> list[str]:
         over = (" The achieved occupancy is above the theoretical one, as Nsight Compute reported both: it samples "
                 "the first and computes the second from the launch, and this run does not say why they part."
                 if ach == ach and theo == theo and ach > theo * 1.02 else "")
-        out.append(f"Nsight Compute at {shape_label(*hs)}: " + "; ".join(vals)
+        of = profiled_part(spec, hs, r.get("duration", math.nan), run.ceilings)
+        out.append(f"Nsight Compute at {shape_label(*hs)}{of}: " + "; ".join(vals)
                    + f"; occupancy limited by {occupancy_limiter(r)}; top stalls (cycles/instruction): {top_stalls(r)}."
                    + over)
     out.append("")

@@ -226,3 +226,36 @@ def eval_list(text) -> list[str]:
     except (ValueError, SyntaxError):
         return [str(text)]
     return [str(v) for v in val] if isinstance(val, (list, tuple)) else [str(val)]
+
+
+CEILING_NAMES = {"fp32_tflops": ("FMA", "TFLOP/s"), "tf32_tflops": ("TF32 tensor", "TFLOP/s"), "int8_tops": ("INT8 tensor", "TOPS")}
+
+
+def profiled_part(spec, shape, duration_ns: float, ceilings: dict | None) -> str:
+    """What a stage's profile line is of: nothing to add for a one-kernel stage; for a stage of several
+    kernels its main phase alone, and, where the config states the main phase's operations
+    (``main_roof``), their rate over the profiled duration against the measured ceiling."""
+    if spec.geometry != "phases":
+        return ""
+    from ..config.phases import main_ops
+    from ..config.records import Shape
+
+    out = f", of its main phase `{spec.entry}` alone (one of its {len(spec.phases)} kernels)"
+    ops = main_ops(spec, Shape.of(shape))
+    if ops is None or not duration_ns > 0:
+        return out
+    name, unit = CEILING_NAMES[spec.main_roof["ceiling"]]
+    rate = ops / (duration_ns * 1e-9) / 1e12
+    roof = (ceilings or {}).get(spec.main_roof["ceiling"])
+    against = f", {100 * rate / roof:.1f}% of the {name} probe's {roof:.0f}" if roof else f" (no {name} roof measured)"
+    return out + f": {num_text(ops)} operations at {rate:.0f} {unit}{against}"
+
+
+def ceilings_line(ceilings: dict) -> str:
+    """The sentence naming the GPU's measured ceilings (the ceilings step's record)."""
+    tensor = (f"TF32 tensor-core probe (wgmma m64n256k8) **{ceilings['tf32_tflops']:.0f} TFLOP/s**, "
+              if ceilings.get("tf32_tflops") else "")
+    tensor += (f"INT8 tensor-core probe (wgmma m64n256k32) **{ceilings['int8_tops']:.0f} TOPS**, "
+               if ceilings.get("int8_tops") else "")
+    return (f"Measured ceilings of this GPU: FP32 FMA probe **{ceilings['fp32_tflops']:.1f} TFLOP/s**, "
+            f"{tensor}device-to-device copy **{ceilings['dram_gbps']:.0f} GB/s** (read + write).")
