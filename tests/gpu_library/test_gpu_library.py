@@ -171,3 +171,39 @@ def test_a_view_off_a_16_byte_boundary_and_an_overlapping_c_are_refused(lib):
         matmul(big.reshape(-1)[1:1 + 64 * 64].reshape(64, 64), big[:64], stage="11_general")
     with pytest.raises(LabError, match="c overlaps a"):
         matmul(big[:64], big[:64], big[1:], stage="11_general")
+
+
+PHASED = [k.id for k in load(ROOT / "config" / "config.yaml").kernels if k.geometry == "phases"]
+
+
+@pytest.mark.skipif(not LIBS, reason="neither CuPy nor PyTorch sees a GPU here")
+@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize("stage", PHASED)
+@pytest.mark.parametrize("mnk", SHAPES)
+def test_a_stage_of_several_kernels_on_the_caller_s_arrays(cfg, lib, stage, mnk):
+    """A stage of several kernels (its workspace the launcher's own) named by the caller: within its class
+    limit on random inputs in every alpha/beta variant, and on small integers, exact where cuBLAS FP32 is."""
+    m, n, k = mnk
+    L = Lib(lib)
+    rng = np.random.default_rng(hash((lib, stage, mnk)) % 2**32)
+    precision = cfg.kernel(stage).precision
+    for ints in (False, True):
+        draw = (lambda *s: rng.integers(-8, 9, s).astype(np.float32)) if ints else \
+            (lambda *s: rng.uniform(-1, 1, s).astype(np.float32))
+        a, b = draw(m, k), draw(k, n)
+        ga, gb = L.to_gpu(a), L.to_gpu(b)
+        for alpha, beta in VARIANTS[:1] if ints else VARIANTS:
+            c0 = draw(m, n)
+            ref = alpha * (a.astype(np.float64) @ b.astype(np.float64)) + beta * c0.astype(np.float64)
+            cublas = alpha * L.to_host(L.matmul(ga, gb)).astype(np.float64) + beta * c0
+            gc = L.to_gpu(np.full((m, n), np.nan, np.float32) if beta == 0 else c0)
+            out = matmul(ga, gb, gc, alpha=alpha, beta=beta, stage=stage)
+            L.sync()
+            got = L.to_host(out)
+            assert np.isfinite(got).all(), f"{stage} {mnk} alpha={alpha} beta={beta}: NaN/Inf in the output"
+            if ints:  # every product and partial sum exact in FP32 (|sum| <= 64 K < 2^24 here)
+                assert np.array_equal(got, ref.astype(np.float32)), f"{stage} {mnk}: not exact on integers"
+            else:
+                limit = limit_for(precision, k, cfg.check, _rel(cublas, ref))
+                err = _rel(got, ref)
+                assert err < limit, f"{stage} {mnk} alpha={alpha} beta={beta}: error {err:.3g} >= limit {limit:.3g}"

@@ -17,6 +17,27 @@ from .build import BuildRecord
 from .compile import compile_options
 from .device import DeviceInfo, driver
 
+def build_record(spec: KernelSpec, func, arch: str, compile_s: float) -> BuildRecord:
+    """The build record of ``spec``'s compiled kernel ``func`` (its main entry's)."""
+    return BuildRecord(kernel=spec.id, entry=spec.entry, arch=arch, options=compile_options(spec),
+                       registers=func.num_regs, shared_static_bytes=func.shared_size_bytes,
+                       local_bytes=func.local_size_bytes, max_threads_per_block=func.max_threads_per_block,
+                       compile_s=compile_s)
+
+
+def block_problem(func, threads: int, dynamic_shared: int, dev: DeviceInfo) -> str | None:
+    """Why the compiled ``func`` cannot launch blocks of ``threads`` with ``dynamic_shared`` bytes of dynamic
+    shared memory on ``dev`` (None if it can)."""
+    if threads > func.max_threads_per_block:
+        return (f"{threads} threads per block but the build allows {func.max_threads_per_block} "
+                f"({func.num_regs} registers per thread, {dev.max_registers_per_block} per block)")
+    total = func.shared_size_bytes + dynamic_shared
+    limit = dev.max_shared_per_block_optin if dynamic_shared else dev.max_shared_per_block
+    if total > limit:
+        return f"{total} B shared memory per block > {limit} B on {dev.name}"
+    return None
+
+
 class KernelLauncher:
     """Launches one configured kernel: checks the shape, derives the launch, launches."""
 
@@ -61,24 +82,12 @@ class KernelLauncher:
                 self.func.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
 
     def resources(self, arch: str, compile_s: float) -> BuildRecord:
-        f = self.func
-        return BuildRecord(kernel=self.spec.id, entry=self.spec.entry, arch=arch,
-                           options=compile_options(self.spec), registers=f.num_regs,
-                           shared_static_bytes=f.shared_size_bytes, local_bytes=f.local_size_bytes,
-                           max_threads_per_block=f.max_threads_per_block, compile_s=compile_s)
+        return build_record(self.spec, self.func, arch, compile_s)
 
     def launch_problem(self, dev: DeviceInfo) -> str | None:
         """Why the compiled kernel cannot launch its configured block on ``dev`` (None if it can)."""
-        threads = geometry.threads_per_block(self.spec)
-        if threads > self.func.max_threads_per_block:
-            return (f"{threads} threads per block but the build allows {self.func.max_threads_per_block} "
-                    f"({self.func.num_regs} registers per thread, {dev.max_registers_per_block} per block)")
         dyn = geometry.shared_bytes(self.spec) if self.spec.dynamic_shared else 0
-        total = self.func.shared_size_bytes + dyn
-        limit = dev.max_shared_per_block_optin if dyn else dev.max_shared_per_block
-        if total > limit:
-            return f"{total} B shared memory per block > {limit} B on {dev.name}"
-        return None
+        return block_problem(self.func, geometry.threads_per_block(self.spec), dyn, dev)
 
     def check_launchable(self, dev: DeviceInfo) -> None:
         problem = self.launch_problem(dev)

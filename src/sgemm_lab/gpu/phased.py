@@ -14,8 +14,8 @@ from ..config import phases
 from ..config.records import KernelSpec, Shape
 from ..errors import CompileError
 from .build import BuildRecord
-from .compile import compile_options
 from .device import DeviceInfo, driver
+from .launch import block_problem, build_record
 
 
 class PhasedLauncher:
@@ -59,11 +59,7 @@ class PhasedLauncher:
         self._launches = one.phases
 
     def resources(self, arch: str, compile_s: float) -> BuildRecord:
-        f = self.func
-        return BuildRecord(kernel=self.spec.id, entry=self.spec.entry, arch=arch,
-                           options=compile_options(self.spec), registers=f.num_regs,
-                           shared_static_bytes=f.shared_size_bytes, local_bytes=f.local_size_bytes,
-                           max_threads_per_block=f.max_threads_per_block, compile_s=compile_s)
+        return build_record(self.spec, self.func, arch, compile_s)
 
     def phase_resources(self) -> list[dict]:
         """Registers, shared and local memory of every phase's kernel, in launch order."""
@@ -73,14 +69,9 @@ class PhasedLauncher:
     def launch_problem(self, dev: DeviceInfo) -> str | None:
         """Why a phase cannot launch its block on ``dev`` (None if every one can)."""
         for ph in self._launches:
-            f = self.funcs[ph.entry]
-            if ph.launch.threads > f.max_threads_per_block:
-                return (f"phase {ph.entry}: {ph.launch.threads} threads per block but the build allows "
-                        f"{f.max_threads_per_block} ({f.num_regs} registers per thread)")
-            dyn = ph.launch.shared_bytes
-            limit = dev.max_shared_per_block_optin if dyn else dev.max_shared_per_block
-            if f.shared_size_bytes + dyn > limit:
-                return f"phase {ph.entry}: {f.shared_size_bytes + dyn} B shared memory per block > {limit} B on {dev.name}"
+            problem = block_problem(self.funcs[ph.entry], ph.launch.threads, ph.launch.shared_bytes, dev)
+            if problem:
+                return f"phase {ph.entry}: {problem}"
         return None
 
     def check_launchable(self, dev: DeviceInfo) -> None:
