@@ -98,9 +98,10 @@ class PhasedLauncher:
         return self._buffers
 
     def __call__(self, shape: Shape, alpha: float, a, b, beta: float, c, stream) -> None:
+        """C = alpha*A@B + beta*C: every phase in turn on ``stream`` (None: the legacy default stream)."""
         # the calls of the last arguments are kept: a timing loop repeats them, and what the host spends
         # building them would land between the timed launches of a small shape
-        key = (shape, float(alpha), float(beta), int(a), int(b), int(c), stream.handle)
+        key = (shape, float(alpha), float(beta), int(a), int(b), int(c), 0 if stream is None else stream.handle)
         if self._last is None or self._last[0] != key:
             self._last = (key, list(self.phase_calls(shape, alpha, a, b, beta, c, stream).values()))
         for call in self._last[1]:
