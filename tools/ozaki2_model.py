@@ -17,7 +17,7 @@ The only error is step 1's rounding of each element to beta bits below its row's
 beta grows by half a bit per bit of P, so the number of moduli is chosen from the accuracy asked for.
 
     python tools/ozaki2_model.py error --shape 256 192 320 --moduli 6 7 8 9
-    python tools/ozaki2_model.py time --run reports/h100 --moduli 7 8 --int8-tops 1979
+    python tools/ozaki2_model.py time --run reports/h200 --moduli 7 8   # INT8 roof: the run's ceilings.json
 """
 from __future__ import annotations
 
@@ -214,8 +214,9 @@ def main() -> None:
     t = sub.add_parser("time", help="predicted time per part against a run's measured cuBLAS and stage 20")
     t.add_argument("--run", type=Path, default=Path("reports/h100"))
     t.add_argument("--moduli", type=int, nargs="+", default=[7, 8])
-    t.add_argument("--int8-tops", type=float, required=True,
-                   help="the INT8 tensor roof in TOPS (the ceilings step does not measure it yet: say where it is from)")
+    t.add_argument("--int8-tops", type=float, default=None,
+                   help="the INT8 tensor roof in TOPS; default the run's own (ceilings.json int8_tops, measured by "
+                        "the ceilings step on Hopper since 1e2fc1d)")
     t.add_argument("--shapes", nargs="+", default=["2048x2048x2048", "4096x4096x4096", "8192x8192x8192"])
     t.add_argument("--like", default="17_wgmma_tf32", help="the stage whose share of the TF32 roof the INT8 GEMMs "
                    "are also given")
@@ -230,7 +231,14 @@ def main() -> None:
         print(pd.DataFrame(table).to_string(index=False, float_format=lambda v: f"{v:.2e}"))
     else:
         shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes]
-        print(f"predicted ms per part (DRAM {args.run}/ceilings.json; INT8 roof {args.int8_tops:g} TOPS as given) "
+        import json
+
+        measured = json.loads((args.run / "ceilings.json").read_text()).get("int8_tops")
+        if args.int8_tops is None and measured is None:
+            raise SystemExit(f"ozaki2_model.py: {args.run}/ceilings.json has no INT8 roof (int8_tops): give --int8-tops")
+        source = "as given" if args.int8_tops is not None else "measured, the run's ceilings.json"
+        args.int8_tops = args.int8_tops if args.int8_tops is not None else measured
+        print(f"predicted ms per part (DRAM {args.run}/ceilings.json; INT8 roof {args.int8_tops:g} TOPS, {source}) "
               f"against {args.run}/bench.csv")
         table = pd.DataFrame(time_table(args.run, args.moduli, args.int8_tops, shapes, args.like))
         print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
