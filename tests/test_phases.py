@@ -90,11 +90,38 @@ def test_a_grid_beyond_cuda_s_limits_is_a_reason_not_a_crash(spec):
     from sgemm_lab.config.geometry import unsupported_reason
 
     assert unsupported_reason(spec, Shape(m=64, n=64, k=64)) is None
-    huge = Shape(m=64, n=64, k=5_000_000)  # B's residue blocks: KP / 64 of them along y, over 65535
-    reason = unsupported_reason(spec, huge)
-    assert reason and "ozaki_residues_b" in reason and "grid" in reason
+    tall = Shape(m=9_000_000, n=1, k=1)  # the INT8 GEMM's row tiles: M / 128 of them along y, over 65535
+    reason = unsupported_reason(spec, tall)
+    assert reason and "ozaki_int8_gemm" in reason and "grid" in reason
     with pytest.raises(ShapeError, match=f"kernel {STAGE} cannot run"):
-        phases.plan(spec, huge)
+        phases.plan(spec, tall)
+
+
+def test_a_k_the_int32_sums_cannot_hold_is_refused_not_run(spec):
+    """Each INT8 product sums K terms of up to 2^14 in INT32: K = 131072 could wrap, and is a skip reason."""
+    from sgemm_lab.config.geometry import unsupported_reason
+
+    assert unsupported_reason(spec, Shape(m=16, n=16, k=131071)) is None
+    assert "K <= 131071" in unsupported_reason(spec, Shape(m=16, n=16, k=131072))
+
+
+def test_the_workspace_counts_in_a_point_s_device_memory(spec, lab):
+    m, n, k = 1000, 300, 1001
+    kp, np_, nmod = 1008, 304, spec.params["NMOD"]
+    assert phases.workspace_bytes(spec, Shape(m=m, n=n, k=k)) == 4 * (m + n) + nmod * (m * kp + n * kp + m * np_)
+    assert phases.workspace_bytes(lab.kernel("17_wgmma_tf32"), Shape(m=m, n=n, k=k)) == 0
+
+
+def test_a_stage_of_several_kernels_is_no_dispatch_base_and_one_kernel_maps_no_buffers(raw_config):
+    raw = copy.deepcopy(raw_config)
+    raw["kernels"].append({"id": "98_pick", "title": "t", "dispatch_from": STAGE, "candidates": [{}]})
+    with pytest.raises(ConfigError, match="not an earlier CUDA stage of one kernel"):
+        cfgmod.from_dict(raw)
+    raw = copy.deepcopy(raw_config)
+    k17 = next(k for k in raw["kernels"] if k["id"] == "17_wgmma_tf32")
+    k17["tensor_maps"] = [{"symbol": "tmap_a", "buffer": "res_a", "dims": ["K", "M"], "row_bytes": "K", "box": [32, 64]}]
+    with pytest.raises(ConfigError, match="tensor maps of workspace buffers are for geometry 'phases'"):
+        cfgmod.from_dict(raw)
 
 
 def _entry(raw, **change):
@@ -126,7 +153,13 @@ def _phase(raw, i, **change):
     (lambda raw: dict(phases=_phase(raw, 4, grid=["(N + BX - 1) // BX", 1, "NMOD"])),
      "phases[4].grid[0] '(N + BX - 1) // BX' uses unknown name(s) BX"),
     (lambda raw: dict(phases=_phase(raw, 4, shared="K * 2")), "phases[4].shared 'K * 2' uses unknown name(s) K"),
-    (lambda raw: dict(phases=_phase(raw, 2, block=[2048])), "phase ozaki_residues_a: 2048 threads a block"),
+    (lambda raw: dict(phases=_phase(raw, 2, block=[2048])), "phase ozaki_residues_a's block (2048, 1, 1) is outside CUDA's limits"),
+    (lambda raw: dict(phases=_phase(raw, 0, block=[32, 8, 128])), "phase ozaki_row_max's block (32, 8, 128) is outside"),
+    (lambda raw: dict(params={"NMOD": 8, "BM": 128, "BN": 256, "STAGES": 4, "INFLIGHT": 1, "A": 1}),
+     "A names an operand"),
+    (lambda raw: dict(sweep={"BM": [64, 128]}), "a stage of several kernels has no tile sweep"),
+    (lambda raw: dict(workspace=_entry(raw)["workspace"] + [{"name": "spare", "bytes": "1 - 2 * M"}]),
+     "workspace spare of a negative size"),
     (lambda raw: dict(phases=_phase(raw, 1, entry="ozaki_row_max")), "phases launch an entry twice"),
     (lambda raw: dict(sizes={"KP": "(K + 15) // 16 * 16", "NP": "KQ + N"}), "sizes.NP 'KQ + N' uses unknown name(s) KQ"),
     (lambda raw: dict(sizes={"K": "16"}), "sizes.K shadows a parameter or M, N, K"),

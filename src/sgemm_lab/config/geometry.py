@@ -166,6 +166,9 @@ def check_params(spec: KernelSpec) -> None:
         raise ConfigError(f"kernel {spec.id}: geometry 'host' is for backend: host")
     if spec.geometry == "phases":
         phases.check(spec)
+    elif any("buffer" in m for m in spec.tensor_maps):
+        raise ConfigError(f"kernel {spec.id}: tensor maps of workspace buffers are for geometry 'phases'; "
+                          "a stage of one kernel maps its operands (operand: A or B)")
     if spec.geometry in ("elementwise", "host") and spec.shapes != "any":
         raise ConfigError(f"kernel {spec.id}: geometry '{spec.geometry}' handles any shape; set shapes: any")
     known = set(spec.params) | {"THREADS"}  # the names of env(), without computing THREADS (which may divide by 0)

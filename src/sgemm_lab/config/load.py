@@ -120,9 +120,9 @@ def validate(raw: Mapping[str, Any], *, source: str = "config", origins: "Origin
         if "dispatch_from" in k:
             earlier = {t["id"]: t for t in cfg["kernels"][:i]}
             base = earlier.get(k["dispatch_from"])
-            if base is None or "source" not in base or base.get("backend", "cuda") != "cuda":
+            if base is None or "source" not in base or base.get("backend", "cuda") != "cuda" or base.get("geometry") == "phases":
                 raise ConfigError(f"{here}: kernels[{i}] ({k['id']}): dispatch_from names '{k['dispatch_from']}', "
-                                  "which is not an earlier CUDA stage with a source")
+                                  "which is not an earlier CUDA stage of one kernel with a source")
             for j, over in enumerate(k["candidates"]):
                 unknown = sorted(set(over) - set(base.get("params", {})))
                 if unknown:

@@ -107,23 +107,44 @@ def _dims(spec: KernelSpec, key: str, texts, names: Mapping[str, int]) -> tuple[
     return tuple(vals + [1] * (3 - len(vals)))  # type: ignore[return-value]
 
 
+MAX_BLOCK = (1024, 1024, 64)  # CUDA's limits of a block's dimensions (and MAX_THREADS_PER_BLOCK in all)
+
+
 def plan(spec: KernelSpec, shape: Shape) -> PhasePlan:
-    """The plan of ``spec`` on ``shape``; ShapeError (one line) when a grid leaves CUDA's limits or a
-    launch has no blocks."""
-    names = _shape_names(spec, shape)
-    work = tuple(Buffer(name=b["name"], bytes=int(evaluate(spec, f"workspace.{b['name']}.bytes", str(b["bytes"]), names)),
-                        zero=bool(b.get("zero", False))) for b in spec.workspace)
+    """The plan of ``spec`` on ``shape``; ShapeError (one line) when a grid or block leaves CUDA's limits,
+    a buffer's size is negative, or an expression cannot be evaluated at this shape (a division by zero,
+    a value beyond int64)."""
+    def cannot(why: str) -> ShapeError:
+        return ShapeError(f"kernel {spec.id} cannot run {shape}: {why}")
+
+    try:
+        names = _shape_names(spec, shape)
+        work = tuple(Buffer(name=b["name"], bytes=int(evaluate(spec, f"workspace.{b['name']}.bytes", str(b["bytes"]), names)),
+                            zero=bool(b.get("zero", False))) for b in spec.workspace)
+        launches = [(p, _dims(spec, f"phases[{i}].grid", p["grid"], names), _dims(spec, f"phases[{i}].block", p["block"], names),
+                     int(evaluate(spec, f"phases[{i}].shared", str(p.get("shared", 0)), names))) for i, p in enumerate(spec.phases)]
+    except ConfigError as exc:
+        raise cannot(str(exc).split(": ", 1)[-1]) from None
+    bad = [b.name for b in work if b.bytes < 0]
+    if bad:
+        raise cannot(f"workspace {', '.join(bad)} of a negative size")
     phases = []
-    for i, p in enumerate(spec.phases):
-        grid = _dims(spec, f"phases[{i}].grid", p["grid"], names)
-        block = _dims(spec, f"phases[{i}].block", p["block"], names)
-        shared = int(evaluate(spec, f"phases[{i}].shared", str(p.get("shared", 0)), names))
+    for p, grid, block, shared in launches:
         if grid[0] > MAX_GRID_X or grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ or min(grid) < 1:
-            raise ShapeError(f"kernel {spec.id} cannot run {shape}: phase {p['entry']}'s grid {grid} is outside "
-                             f"CUDA's limits")
+            raise cannot(f"phase {p['entry']}'s grid {grid} is outside CUDA's limits")
+        threads = block[0] * block[1] * block[2]
+        if min(block) < 1 or any(b > lim for b, lim in zip(block, MAX_BLOCK)) or threads > MAX_THREADS_PER_BLOCK:
+            raise cannot(f"phase {p['entry']}'s block {block} is outside CUDA's limits")
         phases.append(Phase(entry=p["entry"], launch=Launch(grid=grid, block=block, shared_bytes=shared),
                             args=tuple(p["args"])))
     return PhasePlan(names=names, workspace=work, phases=tuple(phases))
+
+
+def workspace_bytes(spec: KernelSpec, shape: Shape) -> int:
+    """The device bytes of ``spec``'s workspace at ``shape`` (0 for a stage of one kernel)."""
+    if not is_phased(spec) or not spec.workspace:
+        return 0
+    return sum(max(0, b.bytes) for b in plan(spec, shape).workspace)
 
 
 def unsupported_reason(spec: KernelSpec, shape: Shape) -> str | None:
@@ -162,6 +183,9 @@ def check(spec: KernelSpec) -> None:
     if spec.signature != "gemm":
         raise refuse("geometry 'phases' has the gemm signature only")
     params = set(env(spec))
+    passed = sorted((params | set(spec.sizes)) & set(OPERANDS))
+    if passed:
+        raise refuse(f"{', '.join(passed)} names an operand (a pointer in the arguments): name the parameter or size otherwise")
     known = params | set(SHAPE_NAMES)
     for size, text in spec.sizes.items():
         if size in known:
@@ -205,9 +229,8 @@ def check(spec: KernelSpec) -> None:
         one = plan(spec, Shape(m=1, n=1, k=1))
     except ShapeError as exc:
         raise refuse(str(exc).split(": ", 1)[1]) from None
-    for ph in one.phases:
-        if not 1 <= ph.launch.threads <= MAX_THREADS_PER_BLOCK:
-            raise refuse(f"phase {ph.entry}: {ph.launch.threads} threads a block (1 to {MAX_THREADS_PER_BLOCK})")
+    if spec.has_sweep:
+        raise refuse("a stage of several kernels has no tile sweep (the sweep times one kernel)")
     for i in range(len(spec.tensor_maps)):
         map_dims(spec, i, one.names)
 

@@ -86,11 +86,15 @@ class PhasedLauncher:
         return p
 
     def workspace(self, shape: Shape) -> dict[str, object]:
-        """The workspace buffers for ``shape`` (allocated or grown as needed), by name."""
+        """The workspace buffers for ``shape`` (allocated or grown as needed), by name. A buffer that moves
+        drops the kept phase calls and tensor maps, which point at the old one; an allocation that fails
+        leaves the buffer absent, so that the next call allocates it again."""
         for buf in self.plan(shape).workspace:
             need = max(16, -(-buf.bytes // 16) * 16)  # never empty; whole 16-byte words for the clears
             if self._capacity.get(buf.name, 0) < need:
+                self._last = self._maps_for = None
                 old = self._buffers.pop(buf.name, None)
+                self._capacity.pop(buf.name, None)
                 if old is not None:
                     old.free()  # cuMemFree waits for the work queued on it
                 self._buffers[buf.name] = self.cuda.mem_alloc(need)

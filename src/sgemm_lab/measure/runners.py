@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config.geometry import unsupported_reason
+from ..config.phases import workspace_bytes
 from ..config.records import BASELINE_PRECISION, UNIFORM, CheckSettings, Distribution, KernelSpec, LabConfig, Shape
 from ..dispatch.launch import launcher_for
 from ..results import verify
@@ -208,10 +209,11 @@ class GpuRunner(_Tolerance):
         from ..gpu.device import driver
 
         free, _total = driver().mem_get_info()
+        own = workspace_bytes(self.spec, shape) if self.spec is not None else 0  # a stage of several kernels' buffers
         if kind == "check":
             return (fp.too_big(fp.host_check_bytes(shape), fp.host_available_bytes(), "host")
-                    or fp.too_big(fp.device_check_bytes(shape), free, "device"))
-        return fp.too_big(fp.device_bench_bytes(shape), free, "device")
+                    or fp.too_big(fp.device_check_bytes(shape) + own, free, "device"))
+        return fp.too_big(fp.device_bench_bytes(shape) + own, free, "device")
 
     def device_columns(self) -> dict:
         """The GPU that measured a row: index and UUID (which of the host's GPUs) and its model, as CUDA
