@@ -57,7 +57,7 @@ def roofline_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, o
                 continue
             if np.isfinite(dram) and dram > 0:  # a stage without both DRAM counters has no point
                 pts.append(dict(kernel=impl, intensity=flops / dram, tflops=ok.loc[impl, "tflops"],
-                                precision=cls if cls in ("tf32", "3xtf32") else "fp32"))
+                                precision=cls))
     pts = pd.DataFrame(pts, columns=["kernel", "intensity", "tflops", "precision"])
     peak, bw = ceilings["fp32_tflops"], ceilings["dram_gbps"] / 1e3  # TB/s
     tensor = ceilings.get("tf32_tflops")
@@ -136,7 +136,6 @@ def levels_figure(bench: pd.DataFrame, ncu: pd.DataFrame, ceilings: dict, *, ord
     table = table[[c in ROOFED for c in table.precision]]  # (a stage of several kernels: its main phase only)
     if table.empty:
         return "hierarchical roofline: no profiled stage of a class with a roof at this shape"
-    table = table.assign(precision=[c if c in ("tf32", "3xtf32") else "fp32" for c in table.precision])
     peak, tensor = ceilings["fp32_tflops"], ceilings.get("tf32_tflops")
     compute = [(peak, "-", 2.0, f"FMA {peak:.1f} TFLOP/s")]
     if tensor:
