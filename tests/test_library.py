@@ -7,6 +7,7 @@ from conftest import ROOT
 from sgemm_lab.config.geometry import unsupported_reason
 from sgemm_lab.config.load import load
 from sgemm_lab.config.records import Shape
+from sgemm_lab.dispatch import race as race_rule
 from sgemm_lab.errors import LabError
 from sgemm_lab.library import (RACES, can_run, check_apart, choose, matmul, offered, operand, race_stages, ranking,
                                resolved, run_tables)
@@ -63,10 +64,27 @@ def test_the_stage_chosen_is_of_the_race_buildable_and_able_to_run_the_shape(cfg
     spec = cfg.kernel(stage)
     assert spec.precision in RACES[race][1] and offered(spec)
     assert unsupported_reason(resolved(cfg, spec), shape) is None
-    # the first stage of the run's ranking that can run the shape: none ranked above it could
     order = ranking(cfg, RUN, shape, race)
-    assert all(unsupported_reason(resolved(cfg, cfg.kernel(s)), shape) is not None
-               for s in order[:order.index(stage)])
+    able = [s for s in order if unsupported_reason(resolved(cfg, cfg.kernel(s)), shape) is None]
+    rule = cfg.race_rule(race)
+    picked = race_rule.pick(cfg, rule, shape, able) if rule is not None else None
+    if picked is not None:  # the race's rule's pick among the ranking's stages that can run it
+        assert stage == picked and stage in rule.members
+        times = {m: race_rule.predicted_ns(cfg, rule, m, shape) for m in rule.members if m in able}
+        assert times[stage] == min(times.values())
+    else:  # the first stage of the run's ranking that can run the shape: none ranked above it could
+        assert stage == able[0]
+
+
+def test_the_fp32_accurate_race_s_rule_picks_per_shape_within_a_class(cfg):
+    """Two squares of one class, the strict stage where its split-K wins and 3xTF32 where it does: the rule
+    tells them apart where the class's ranking could not; a stage the run did not verify is never picked."""
+    rule = cfg.race_rule("fp32_accurate")
+    verified = set(race_stages(cfg, "fp32_accurate", run_tables(RUN)[1]))
+    picks = {s: choose(cfg, RUN, s, "fp32_accurate") for s in
+             (Shape(m=8028, n=4318, k=17), Shape(m=6946, n=6946, k=6946), Shape(m=5070, n=4, k=1068))}
+    assert set(picks.values()) <= verified
+    assert len(set(picks.values())) == 3 and set(picks.values()) <= set(rule.members)
 
 
 def test_a_stage_that_cannot_run_the_shape_is_passed_over_for_the_next(cfg):
@@ -76,7 +94,10 @@ def test_a_stage_that_cannot_run_the_shape_is_passed_over_for_the_next(cfg):
     order = ranking(cfg, RUN, shape, "fp32")
     runs = [unsupported_reason(resolved(cfg, cfg.kernel(s)), shape) is None for s in order]
     assert any(runs)
-    assert choose(cfg, RUN, shape, "fp32") == order[runs.index(True)]
+    got = choose(cfg, RUN, shape, "fp32")
+    assert got in [s for s, r in zip(order, runs) if r]
+    assert got == (race_rule.pick(cfg, cfg.race_rule("fp32"), shape, [s for s, r in zip(order, runs) if r])
+                   or order[runs.index(True)])
 
 
 def test_a_run_folder_without_tables_and_an_unknown_race_are_one_line_errors(cfg, tmp_path):
@@ -140,4 +161,5 @@ def test_a_stage_built_for_another_gpu_s_architecture_is_passed_over(cfg):
     other = choose(cfg, RUN, shape, "fp32_accurate", arch="sm_80")
     assert other != hopper and can_run(cfg, other, shape, "sm_80")
     order = ranking(cfg, RUN, shape, "fp32_accurate")
-    assert all(not can_run(cfg, s, shape, "sm_80") for s in order[:order.index(other)])
+    able = [s for s in order if can_run(cfg, s, shape, "sm_80")]
+    assert other == (race_rule.pick(cfg, cfg.race_rule("fp32_accurate"), shape, able) or able[0])

@@ -22,7 +22,9 @@ the run's checks, 3xTF32 ones among them; ``"tf32"``), the one verified on the m
 class (``config.shape_classes``) with the highest geometric-mean speed against the race's cuBLAS there;
 stages timed on none of the class's shapes (or every stage, for a shape of no class) ranked after them the
 same way over all the run's shapes; the first in that order that can run this shape on this GPU (its
-target architecture, its compile, its launch limits). Stages that need a run's sweeps to be built
+target architecture, its compile, its launch limits). Where the race has a rule (two or more of its stages
+with a ``time_model`` in the config, ``dispatch.race``), the one it predicts fastest for this very shape,
+among those of the ranking that can run it, goes first. Stages that need a run's sweeps to be built
 (autotuned, and dispatch stages without a rule) are not offered. Each stage is compiled once per process
 and device (nvcc in this process, seconds); the configuration and the ranking of a class are read once.
 """
@@ -34,11 +36,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .config.records import FP32_ACCURATE, ROOT, KernelSpec, LabConfig, Shape
+from .config.records import RACES, ROOT, KernelSpec, LabConfig, Shape
 from .errors import CompileError, LabError
 
-RACES = {"fp32": ("cublas", ("fp32",)), "fp32_accurate": ("cublas", FP32_ACCURATE),
-         "tf32": ("cublas_tf32", ("tf32",))}
 DEFAULT_RUN = ROOT / "reports" / "h100"
 DEFAULT_CONFIG = ROOT / "config" / "config.yaml"
 ALIGN = 16  # bytes: the stages' 16-byte vector loads and the tensor memory accelerator's base addresses
@@ -179,10 +179,15 @@ def can_run(cfg: LabConfig, stage: str, shape: Shape, arch: str | None = None) -
 
 
 def choose(cfg: LabConfig, run: Path, shape: Shape, race: str, arch: str | None = None) -> str:
-    """The first stage of ``ranking`` that can run ``shape`` (on a GPU of ``arch``, when given)."""
-    for stage in ranking(cfg, run, shape, race):
-        if can_run(cfg, stage, shape, arch):
-            return stage
+    """The stage ``matmul`` runs for ``shape``: the race's rule's pick among the stages of ``ranking`` that can
+    run it (on a GPU of ``arch``, when given), where the race has a rule; else the first of them."""
+    from .dispatch.race import pick
+
+    names = [stage for stage in ranking(cfg, run, shape, race) if can_run(cfg, stage, shape, arch)]
+    rule = cfg.race_rule(race)
+    chosen = pick(cfg, rule, shape, names) if rule is not None else None
+    if chosen is not None or names:
+        return chosen or names[0]
     on = f" on {arch}" if arch else ""
     raise LabError(f"matmul: no stage of the '{race}' race verified in {run} can run {shape}{on}")
 
@@ -237,6 +242,17 @@ def _config(path: str) -> LabConfig:
 @lru_cache(maxsize=256)
 def _ranked(config: str, run: str, cls: str | None, race: str) -> tuple[str, ...]:
     return _order(_config(config), Path(run), cls, race)
+
+
+@lru_cache(maxsize=1024)
+def _rule_first(config: str, run: str, race: str, shape: Shape, names: tuple[str, ...]) -> tuple[str, ...]:
+    """``names`` (the ranking's stages that can run ``shape``) with the race's rule's pick among them first,
+    where the race has a rule (``LabConfig.race_rule``) and one of its members is among them."""
+    from .dispatch.race import pick
+
+    rule = _config(config).race_rule(race)
+    chosen = pick(_config(config), rule, shape, names) if rule is not None else None
+    return names if chosen is None else (chosen,) + tuple(n for n in names if n != chosen)
 
 
 def _empty_like(a, rows: int, cols: int):
@@ -327,6 +343,7 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, stage: str | 
         arch = device_info().arch
         run_dir = str(Path(run).resolve() if run else DEFAULT_RUN)
         names = [s for s in _ranked(config_key, run_dir, cls, race) if can_run(cfg, s, shape, arch)]
+        names = _rule_first(config_key, run_dir, race, shape, tuple(names))
     tried = []
     for name in names:
         try:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import ConfigError
 from .geometry import check_params
+from .rules import time_models
 from .records import (BASELINES, KERNEL_DIR, ROOT, BenchSettings, CheckSettings, CpuSettings, DispatchRule,
                       Distribution, EpilogueSettings, HeldOutDraw, KernelSpec, LabConfig, ProfileSettings, Shape, SweepSettings,
                       frozen)
@@ -256,6 +257,8 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config", origins: "Origin
             phases=tuple(frozen({**ph, "grid": tuple(ph["grid"]), "block": tuple(ph["block"]), "args": tuple(ph["args"])})
                          for ph in k.get("phases", ())),
             main_roof=frozen({key: str(v) for key, v in k.get("main_roof", {}).items()}),
+            time_model=frozen({str(t): float(c) for t, c in k.get("time_model", {}).get("terms", {}).items()}),
+            time_fitted=" ".join(k.get("time_model", {}).get("fitted", "").split()),
         )
         try:
             check_params(spec)
@@ -269,6 +272,8 @@ def _records(cfg: Mapping[str, Any], *, source: str = "config", origins: "Origin
         except ConfigError as exc:
             raise ConfigError(f"{here}: {exc}") from None
         kernels.append(spec)
+    # after every stage's own checks: a term's names come from sizes and parameters those have accepted
+    time_models(cfg, lambda path: origins.of(tuple(path)) if origins is not None else source)
     bench = cfg["bench"]
     shapes = [Shape(m=s, n=s, k=s) for s in bench["square"]] + [Shape.of(s) for s in bench["shapes"]]
     suite = tuple(dict.fromkeys(Shape.of(x) for x in cfg.get("suite", {}).get("shapes", [])))

@@ -95,7 +95,8 @@ def buffers(spec: KernelSpec) -> tuple[str, ...]:
     return tuple(b["name"] for b in spec.workspace)
 
 
-def _shape_names(spec: KernelSpec, shape: Shape) -> dict[str, int]:
+def shape_names(spec: KernelSpec, shape: Shape) -> dict[str, int]:
+    """The names of ``spec``'s expressions at ``shape``: its parameters, THREADS, M, N, K and its sizes."""
     names = {**env(spec), "M": shape.m, "N": shape.n, "K": shape.k}
     for size, text in spec.sizes.items():
         names[size] = int(evaluate(spec, f"sizes.{size}", str(text), names))
@@ -118,7 +119,7 @@ def plan(spec: KernelSpec, shape: Shape) -> PhasePlan:
         return ShapeError(f"kernel {spec.id} cannot run {shape}: {why}")
 
     try:
-        names = _shape_names(spec, shape)
+        names = shape_names(spec, shape)
         work = tuple(Buffer(name=b["name"], bytes=int(evaluate(spec, f"workspace.{b['name']}.bytes", str(b["bytes"]), names)),
                             zero=bool(b.get("zero", False))) for b in spec.workspace)
         launches = [(p, _dims(spec, f"phases[{i}].grid", p["grid"], names), _dims(spec, f"phases[{i}].block", p["block"], names),
@@ -159,7 +160,7 @@ def main_ops(spec: KernelSpec, shape: Shape) -> int | None:
     """The main phase's operations at ``shape`` (``main_roof.ops``), None without them."""
     if not spec.main_roof:
         return None
-    return int(evaluate(spec, "main_roof.ops", spec.main_roof["ops"], _shape_names(spec, shape)))
+    return int(evaluate(spec, "main_roof.ops", spec.main_roof["ops"], shape_names(spec, shape)))
 
 
 def map_dims(spec: KernelSpec, i: int, names: Mapping[str, int]) -> tuple[tuple[int, int], int]:

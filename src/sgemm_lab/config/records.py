@@ -39,6 +39,8 @@ PRECISIONS = ("fp32", "tf32", "3xtf32", "ozaki2")
 FP32_ACCURATE = ("fp32", "3xtf32", "ozaki2")
 # The precision class of each library baseline (a stage declares its own: KernelSpec.precision).
 BASELINE_PRECISION = {"cublas": "fp32", "cublas_tf32": "tf32", "numpy": "fp32"}
+# The races a user of the lab picks a stage from: each one's cuBLAS and the precision classes that run in it.
+RACES = {"fp32": ("cublas", ("fp32",)), "fp32_accurate": ("cublas", FP32_ACCURATE), "tf32": ("cublas_tf32", ("tf32",))}
 
 
 @dataclass(frozen=True, kw_only=True, order=True)
@@ -111,6 +113,18 @@ class DispatchRule:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RaceRule:
+    """How a race (``RACES``) picks among stages of different kernels on any shape: the stages of its classes
+    with a ``time_model`` are its members; each one's time in ns is predicted as the sum of its terms (integer
+    expressions, see ``sgemm_lab.dispatch.race.term_names``) each times its coefficient, and the member of
+    the least runs (:meth:`LabConfig.race_rule`)."""
+
+    race: str
+    members: Mapping[str, Mapping[str, float]]  # stage id -> term -> ns per unit of the term
+    fitted: tuple[str, ...] = ()                 # what the members' coefficients were fitted on, in words
+
+
+@dataclass(frozen=True, kw_only=True)
 class KernelSpec:
     """One stage of the ladder, as configured. An autotuned stage (``tune_from``) has no source of its
     own until the pipeline resolves it from the tile sweeps (see ``dispatch.autotune.resolve``)."""
@@ -149,6 +163,8 @@ class KernelSpec:
     workspace: tuple[Mapping[str, Any], ...] = ()
     phases: tuple[Mapping[str, Any], ...] = ()
     main_roof: Mapping[str, str] = field(default_factory=lambda: frozen({}))  # {ops, ceiling}: the main phase's rate
+    time_model: Mapping[str, float] = field(default_factory=lambda: frozen({}))  # term -> ns per unit (races)
+    time_fitted: str = ""
 
     @property
     def source_path(self) -> Path:
@@ -294,6 +310,14 @@ class LabConfig:
     # the target `time`: these stages at these shapes only (config key time)
     time_stages: tuple[str, ...] = ()
     time_shapes: tuple[Shape, ...] = ()
+
+    def race_rule(self, race: str) -> RaceRule | None:
+        """The rule of ``race``: its stages with a ``time_model``, where there are two or more (else None)."""
+        members = {k.id: k.time_model for k in self.kernels if k.time_model and k.precision in RACES[race][1]}
+        if len(members) < 2:
+            return None
+        fitted = tuple(dict.fromkeys(k.time_fitted for k in self.kernels if k.id in members and k.time_fitted))
+        return RaceRule(race=race, members=frozen(members), fitted=fitted)
 
     def bench_shapes(self, impl: str) -> tuple[Shape, ...]:
         """What the bench step times for ``impl``: the size sweep, then the suite shapes it does not

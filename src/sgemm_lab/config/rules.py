@@ -230,6 +230,50 @@ def dispatch_rule(k: Mapping, base: Mapping, here: str) -> None:
                           f"(names: the parameters of {base['id']}, THREADS, {', '.join(sorted(known - set(params) - {'THREADS'}))})")
 
 
+def term_names(k: Mapping, base: Mapping) -> set[str]:
+    """The names a race rule's terms for stage ``k`` may use (``base``: the stage it builds, itself or its
+    dispatch base): M, N, K, its parameters and THREADS; with a launch plan of tiles, the plan's names
+    (``geometry.PLAN_NAMES``; a dispatch stage's are those of the candidate its rule picks, with that
+    candidate's STEP and COST, the rule's cost); a stage of several kernels, its sizes."""
+    from .geometry import PLAN_NAMES
+
+    params = base.get("params", {})
+    known = set(params) | {"THREADS", "M", "N", "K"}
+    if base.get("geometry") == "block_tile":
+        known |= set(PLAN_NAMES) - ({"STEP"} if "dispatch_from" not in k else set())
+        if params.get("SPLIT_SLOTS", 0) <= 0:
+            known -= {"SLOTS", "WAVES"}
+    if "dispatch_from" in k:
+        known.add("COST")
+    return known | set(base.get("sizes", {}))
+
+
+def time_models(cfg: Mapping, where: Where) -> None:
+    """A stage's ``time_model`` (its predicted time in the races it runs in) is for a stage that the config
+    alone builds (CUDA, not autotuned, a dispatch stage only with a rule of its own), each term over names
+    that stage will have (:func:`term_names`)."""
+    from . import expr
+
+    kernels = {k["id"]: k for k in cfg["kernels"]}
+    for i, k in enumerate(cfg["kernels"]):
+        if "time_model" not in k:
+            continue
+        path = ("kernels", i, "time_model")
+        head = f"({k['id']}) "
+        if k.get("backend", "cuda") != "cuda" or k.get("tune_from") or ("dispatch_from" in k and "rule" not in k):
+            _fail(where, path, head + "is for a stage the config alone builds: this one is built from a run's sweeps "
+                  "or runs on the host (a dispatch stage with a rule is one the config builds)")
+        known = term_names(k, kernels.get(k.get("dispatch_from", ""), k))
+        for term in k["time_model"]["terms"]:
+            try:
+                unknown = sorted(expr.names(str(term), key="time_model.terms") - known)
+            except ConfigError as exc:
+                _fail(where, path, head + str(exc))
+            if unknown:
+                _fail(where, path, head + f"term '{term}' uses {', '.join(unknown)}, which {k['id']} will not have "
+                      f"(names: {', '.join(sorted(known))})")
+
+
 def check_all(cfg: Mapping, where: Where) -> None:
     """Every rule above, in the order a reader would fix them."""
     verification(cfg, where)

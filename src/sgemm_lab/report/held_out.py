@@ -9,11 +9,13 @@ import math
 import pandas as pd
 
 from ..config.records import LabConfig
+from ..dispatch.race import score as race_score
 from .markdown import md_table
 from .numbers import mark, unsteady_note
 from .tables import over_suite, suite_point, fp32_accurate_stages, geomean, shape_label
 
 RULE_WITHIN = 1.05  # a rule's choice within 5% of the fastest candidate's time counts as a good choice
+RACE_NAMES = {"fp32": "strict-FP32", "fp32_accurate": "FP32-accurate"}
 
 
 def _rule_gap(dispatch: pd.DataFrame, kernel: str, s) -> float:
@@ -37,6 +39,11 @@ def held_out_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | No
     strict = [k.id for k in cfg.kernels if k.id in timed and k.precision == "fp32"]
     accurate = [k for k in fp32_accurate_stages(cfg, checks) if k in timed]
     ruled = [k for k in cfg.kernels if k.id in timed and k.dispatched and k.rule is not None]
+    # each race with a rule (LabConfig.race_rule): its members that run here, and its pick against the
+    # fastest of them per shape where it can be scored
+    races = {race: (rule, [m for m in rule.members if m in field], [])
+             for race, field in (("fp32", strict), ("fp32_accurate", accurate))
+             if (rule := cfg.race_rule(race)) is not None and any(m in field for m in rule.members)}
     rows, over = [], {"strict": [], "accurate": []}
     by_class: dict[str, dict[str, list]] = {}  # class -> shapes drawn, and the ratios where a stage verified
     gaps: dict[str, list[tuple[float, str]]] = {k.id: [] for k in ruled}
@@ -60,6 +67,11 @@ def held_out_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | No
             gap = _rule_gap(dispatch, k.id, s)
             gaps[k.id].append((gap if gap == gap else math.inf, label))
             row.append("not verified" if gap != gap else (f"**{gap:.3f}×**" if gap > RULE_WITHIN else f"{gap:.3f}×"))
+        for rule, members, raced in races.values():
+            got = race_score(cfg, rule, ok, [s], members)
+            raced += [dict(g, label=label, ref_ms=ref.median_ms if ref is not None else math.nan) for g in got]
+            row.append(f"`{got[0]['pick']}` " + (f"**{got[0]['gap']:.3f}×**" if got[0]["gap"] > RULE_WITHIN
+                                                  else f"{got[0]['gap']:.3f}×") if got else "–")
         rows.append(row)
     d = cfg.held_out_draw
     out = ["## Out of sample: shapes nobody tuned on", "",
@@ -71,7 +83,8 @@ def held_out_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | No
            "median time / stage median time, bold below 1), and each rule's choice against the fastest of its "
            f"candidates timed on the shape (time over the fastest's, bold beyond {RULE_WITHIN:.2f}×).", "",
            md_table(["shape", "drawn as", "cuBLAS TFLOP/s", "best strict FP32", "ratio", "best FP32-accurate", "ratio"]
-                    + [f"`{k.id}` rule / fastest" for k in ruled], rows, align="llrlrlr" + "r" * len(ruled))]
+                    + [f"`{k.id}` rule / fastest" for k in ruled] + [f"{RACE_NAMES[r]} race's rule / fastest" for r in races],
+                    rows, align="llrlrlr" + "r" * (len(ruled) + len(races)))]
     out += unsteady_note(rows)
     lines = []
     for key, name in (("strict", "Strict FP32"), ("accurate", "FP32-accurate")):
@@ -84,7 +97,30 @@ def held_out_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | No
         lines.append(f"`{k.id}`'s rule: within {RULE_WITHIN - 1:.0%} of the fastest candidate on **{within} of "
                      f"{len(g)}** shapes; the worst " + (f"{worst:.3f}× at {at}." if math.isfinite(worst)
                                                        else f"at {at}, where its choice did not verify."))
+    for race, (rule, members, raced) in races.items():
+        lines.append(_race_line(RACE_NAMES[race], rule, members, raced))
     return out + [""] + [" ".join(lines)] + [""] + _class_table(by_class)
+
+
+def _race_line(name: str, rule, members: list[str], raced: list[dict]) -> str:
+    """A race's rule over the held-out shapes: how often its pick was within 5% of the fastest member timed
+    there, the worst and the geometric mean of its time over the fastest's, and its picks' speed against
+    cuBLAS beside the fastest members'."""
+    fitted = "; ".join(rule.fitted) or "shapes its time models do not say"
+    head = (f"The {name} race's rule (the least predicted time of {', '.join(f'`{m}`' for m in members)}, by the "
+            f"`time_model` of each; fitted by {fitted})")
+    if not raced:
+        return head + ": no held-out shape had every member that can run it timed and verified."
+    gaps = [g["gap"] for g in raced]
+    worst = max(raced, key=lambda g: g["gap"])
+    line = (f"{head}: within {RULE_WITHIN - 1:.0%} of the fastest member on **{sum(x <= RULE_WITHIN for x in gaps)} of "
+            f"{len(gaps)}** shapes, the worst {worst['gap']:.3f}× at {worst['label']} (`{worst['pick']}` for "
+            f"`{worst['fastest']}`), geometric mean {geomean(gaps):.4f}×.")
+    vs = [(g["ref_ms"] / g["pick_ms"], g["ref_ms"] / g["fastest_ms"]) for g in raced if math.isfinite(g["ref_ms"])]
+    if vs:
+        line += (f" Its picks against cuBLAS: geometric mean **{geomean(p for p, _ in vs):.3f}×** over {len(vs)} shapes "
+                 f"(the fastest members': {geomean(b for _, b in vs):.3f}×).")
+    return line
 
 
 def _class_table(by_class: dict[str, dict[str, list]]) -> list[str]:
