@@ -54,8 +54,8 @@ def test_the_plan_covers_every_output_residue_and_word(spec, mnk):
     m, n, k = mnk
     plan = phases.plan(spec, Shape.of(mnk))
     p = spec.params
-    kp, np_ = plan.names["KP"], plan.names["NP"]
-    assert kp % 16 == 0 and kp >= k > kp - 16 and np_ % 16 == 0 and np_ >= n > np_ - 16
+    kp, np_, pad = plan.names["KP"], plan.names["NP"], p["PADK"]
+    assert kp % pad == 0 and kp >= k > kp - pad and np_ % 16 == 0 and np_ >= n > np_ - 16
     work = {b.name: b for b in plan.workspace}
     assert work["res_a"].bytes == p["NMOD"] * m * kp and work["res_b"].bytes == p["NMOD"] * n * kp
     assert work["prod"].bytes == p["NMOD"] * m * np_
@@ -107,7 +107,7 @@ def test_a_k_the_int32_sums_cannot_hold_is_refused_not_run(spec):
 
 def test_the_workspace_counts_in_a_point_s_device_memory(spec, lab):
     m, n, k = 1000, 300, 1001
-    kp, np_, nmod = 1008, 304, spec.params["NMOD"]
+    kp, np_, nmod = -(-k // spec.params["PADK"]) * spec.params["PADK"], 304, spec.params["NMOD"]
     assert phases.workspace_bytes(spec, Shape(m=m, n=n, k=k)) == 4 * (m + n) + nmod * (m * kp + n * kp + m * np_)
     assert phases.workspace_bytes(lab.kernel("17_wgmma_tf32"), Shape(m=m, n=n, k=k)) == 0
 
@@ -188,7 +188,8 @@ def test_the_main_phase_s_rate_is_put_against_its_measured_roof(spec, lab):
 
     ops = phases.main_ops(spec, Shape(m=4096, n=4096, k=4096))
     assert ops == 2 * 4096 * 4096 * 4096 * spec.params["NMOD"]  # K = KP here
-    assert phases.main_ops(spec, Shape(m=10, n=10, k=17)) == 2 * 10 * 10 * 32 * spec.params["NMOD"]
+    assert phases.main_ops(spec, Shape(m=10, n=10, k=17)) == 2 * 10 * 10 * spec.params["PADK"] * spec.params["NMOD"]
+    assert phases.main_ops(spec.with_params(PADK=16), Shape(m=10, n=10, k=17)) == 2 * 10 * 10 * 32 * spec.params["NMOD"]
     line = profiled_part(spec, (4096, 4096, 4096), ops / 1e6, {"int8_tops": 2000.0})  # ns: 1000 TOPS
     assert line.startswith(", of its main phase `ozaki_int8_gemm` alone (one of its 6 kernels): ")
     assert "1000 TOPS, 50.0% of the INT8 tensor probe's 2000" in line

@@ -83,7 +83,8 @@ def test_the_configured_rule_predicts_the_sum_of_its_terms_and_picks_the_least(l
     assert rule is not None and rule.fitted and all(rule.fitted)
     s = Shape(m=1000, n=1000, k=1000)
     spec = race.member_spec(lab, "22_ozaki2_int8")
-    kp = np = 1008
+    kp = -(-1000 // spec.params["PADK"]) * spec.params["PADK"]  # K bytes padded to PADK
+    np = 1008                                                   # N bytes padded to 16
     waves = -(-(8 * 4 * 8) // 132)  # 8 x 4 tiles of 128 x 256, 8 moduli, over 132 SMs
     want = sum(c * v for c, v in zip(rule.members["22_ozaki2_int8"].values(),
                                       [1, 8 * 2000 * kp // 1000, 8 * 1000 * np // 1000, waves * kp // 128]))
