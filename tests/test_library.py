@@ -77,8 +77,9 @@ def test_the_stage_chosen_is_of_the_race_buildable_and_able_to_run_the_shape(cfg
 
 
 def test_the_fp32_accurate_race_s_rule_picks_per_shape_within_a_class(cfg):
-    """Two squares of one class, the strict stage where its split-K wins and 3xTF32 where it does: the rule
-    tells them apart where the class's ranking could not; a stage the run did not verify is never picked."""
+    """A short K, a large square and a skinny output: the rule gives each its own stage (strict split-K,
+    3xTF32, the narrow stream), where a class's ranking gives one per class; a stage the run did not verify
+    (stage 22 is not in the H100's run) is never picked."""
     rule = cfg.race_rule("fp32_accurate")
     verified = set(race_stages(cfg, "fp32_accurate", run_tables(RUN)[1]))
     picks = {s: choose(cfg, RUN, s, "fp32_accurate") for s in
@@ -87,17 +88,18 @@ def test_the_fp32_accurate_race_s_rule_picks_per_shape_within_a_class(cfg):
     assert len(set(picks.values())) == 3 and set(picks.values()) <= set(rule.members)
 
 
-def test_a_stage_that_cannot_run_the_shape_is_passed_over_for_the_next(cfg):
-    """A GEMV-like shape whose narrow side is M (y^T = x^T B): if the class's best stage runs N <= 16
-    only, the choice is the next one that runs this shape."""
-    shape = Shape(m=10, n=14316, k=1515)
-    order = ranking(cfg, RUN, shape, "fp32")
-    runs = [unsupported_reason(resolved(cfg, cfg.kernel(s)), shape) is None for s in order]
-    assert any(runs)
-    got = choose(cfg, RUN, shape, "fp32")
-    assert got in [s for s, r in zip(order, runs) if r]
-    assert got == (race_rule.pick(cfg, cfg.race_rule("fp32"), shape, [s for s, r in zip(order, runs) if r])
-                   or order[runs.index(True)])
+def test_a_stage_that_cannot_run_the_shape_is_passed_over_for_the_next(cfg, monkeypatch):
+    """A ranking whose first stage cannot run the shape (the narrow stage on a square): with the race's rule,
+    its pick among the rest; without one, the next stage of the ranking."""
+    import sgemm_lab.library as library
+
+    shape = Shape(m=4096, n=4096, k=4096)
+    order = ["19_narrow", "11_general", "12_dispatch"]
+    assert not can_run(cfg, "19_narrow", shape) and can_run(cfg, "11_general", shape)
+    monkeypatch.setattr(library, "ranking", lambda *args: list(order))
+    assert choose(cfg, RUN, shape, "fp32") == "12_dispatch"  # the rule's only member that runs it
+    monkeypatch.setattr(type(cfg), "race_rule", lambda self, race: None)
+    assert choose(cfg, RUN, shape, "fp32") == "11_general"
 
 
 def test_a_run_folder_without_tables_and_an_unknown_race_are_one_line_errors(cfg, tmp_path):

@@ -7,6 +7,7 @@ import sys
 
 import pandas as pd
 import pytest
+import yaml
 from conftest import ROOT
 
 from sgemm_lab.config import load as cfgmod
@@ -39,6 +40,7 @@ def _model(raw, kid, **terms):
     (lambda r: _entry(r, "20_dispatch_3xtf32")["time_model"]["terms"].update({"M": -1}), "time_model.terms.M"),
     (lambda r: _entry(r, "20_dispatch_3xtf32")["time_model"].update({"terms": {}}), "time_model.terms"),
     (lambda r: _entry(r, "20_dispatch_3xtf32")["time_model"].update({"fit": "x"}), "time_model"),
+    (lambda r: _entry(r, "19_narrow")["time_model"]["terms"].update({"KP": 1}), "term 'KP' uses KP, which 19_narrow"),
 ])
 def test_time_models_that_cannot_be_evaluated_are_refused_in_one_line(raw_config, change, needle):
     change(raw_config)
@@ -117,6 +119,17 @@ def _made_up(lab, rule, shapes, slow=None):
     return pd.DataFrame(rows)
 
 
+def test_a_term_that_cannot_be_evaluated_at_a_shape_leaves_its_stage_out_there(lab):
+    rule = lab.race_rule("fp32_accurate")
+    broken = RaceRule(race=rule.race, fitted=rule.fitted, members=frozen({
+        **rule.members, "20_dispatch_3xtf32": frozen({"M // (SPLIT - 1)": 1.0})}))
+    s = Shape(m=4096, n=4096, k=4096)  # no split here: SPLIT - 1 = 0
+    assert race.term_names(race.member_spec(lab, "20_dispatch_3xtf32"), s)["SPLIT"] == 1
+    assert race.predicted_ns(lab, broken, "20_dispatch_3xtf32", s) is None
+    assert race.pick(lab, broken, s) in {"12_dispatch", "22_ozaki2_int8"}
+    assert race.pick(lab, broken, s, ["20_dispatch_3xtf32"]) is None
+
+
 def test_score_is_the_picks_time_over_the_fastest_members_and_skips_incomplete_shapes(lab):
     rule = lab.race_rule("fp32_accurate")
     shapes = SHAPES[:5]
@@ -130,8 +143,14 @@ def test_score_is_the_picks_time_over_the_fastest_members_and_skips_incomplete_s
     # a member that can run a shape but has no verified row there: that shape cannot be scored
     drop = ok[~((ok.kernel == "22_ozaki2_int8") & (ok.m == shapes[1].m) & (ok.k == shapes[1].k))]
     assert len(race.score(lab, rule, drop, shapes)) == 4
-    unverified = ok.assign(verified=~((ok.kernel == "12_dispatch") & (ok.m == shapes[2].m) & (ok.k == shapes[2].k)))
+    other = next(m for m in rule.members if m != race.pick(lab, rule, shapes[2])
+                 and race.predicted_ns(lab, rule, m, shapes[2]) is not None)
+    unverified = ok.assign(verified=~((ok.kernel == other) & (ok.m == shapes[2].m) & (ok.k == shapes[2].k)))
     assert len(race.score(lab, rule, unverified, shapes)) == 4
+    # the pick without a verified row: an infinite gap, not a shape left out
+    bad = ok.assign(verified=~((ok.kernel == first) & (ok.m == shapes[0].m) & (ok.k == shapes[0].k)))
+    g0 = next(g for g in race.score(lab, rule, bad, shapes) if (g["m"], g["k"]) == (shapes[0].m, shapes[0].k))
+    assert g0["pick"] == first and math.isinf(g0["gap"])
     # among: only the members named count
     only = race.score(lab, rule, drop, shapes, among=["12_dispatch", "20_dispatch_3xtf32"])
     assert len(only) == 5 and {g["pick"] for g in only} <= {"12_dispatch", "20_dispatch_3xtf32"}
@@ -184,6 +203,20 @@ def test_fit_race_recovers_a_rule_whose_times_it_made(lab, tmp_path):
     assert f"{n} shapes timed (" in out.stdout and "rows at held-out shapes left out" in out.stdout
     assert f"choice, as fitted            within 5% on {n} of {n}, worst 1.000x" in out.stdout, out.stdout
     assert f"choice, 3-fold cv            within 5% on {n} of {n}" in out.stdout, out.stdout
+    # the YAML it prints, member by member: every coefficient as made, to its three significant digits
+    printed = yaml.safe_load(out.stdout[out.stdout.rindex(f"\n{next(iter(other.members))}:\n"):])
+    assert set(printed) == set(other.members)
     for m, terms in other.members.items():
+        got = printed[m]["time_model"]["terms"]
+        assert set(got) == set(terms), m
         for t, c in terms.items():
-            assert f'"{t}": {float(f"{c:.3g}"):g}' in out.stdout, (m, t, out.stdout)
+            assert got[t] == pytest.approx(c, rel=5e-3), (m, t, got[t], c)
+
+
+def test_fit_race_refuses_tables_without_the_race_in_one_line(tmp_path):
+    table = tmp_path / "bench.csv"
+    pd.DataFrame([dict(kernel="cublas", m=64, n=64, k=64, status="ok", verified=True, median_ms=1.0)]).to_csv(table)
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "fit_race.py"), str(table)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode != 0 and "no verified row of the fp32_accurate race's stages" in out.stderr
+    assert "Traceback" not in out.stderr

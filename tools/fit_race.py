@@ -34,7 +34,7 @@ import pandas as pd  # noqa: E402
 from _cli import run  # noqa: E402
 from sgemm_lab.config import load as cfgmod  # noqa: E402
 from sgemm_lab.config.bindings import evaluate  # noqa: E402
-from sgemm_lab.config.records import Shape, frozen  # noqa: E402
+from sgemm_lab.config.records import RACES, Shape, frozen  # noqa: E402
 from sgemm_lab.dispatch import race  # noqa: E402
 
 WITHIN = 1.05
@@ -64,7 +64,7 @@ def round3(x: float) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tables", type=Path, nargs="+")
-    ap.add_argument("--race", default="fp32_accurate")
+    ap.add_argument("--race", default="fp32_accurate", choices=list(RACES))
     ap.add_argument("--config", default=str(ROOT / "config" / "config.yaml"))
     ap.add_argument("--term", action="append", default=[], metavar="STAGE=EXPRESSION")
     ap.add_argument("--cv", type=int, default=0, metavar="K")
@@ -93,6 +93,13 @@ def main() -> int:
             shape = Shape(m=key[0], n=key[1], k=key[2])
             if race.runs(spec, shape):
                 names[stage, key] = race.term_names(spec, shape)
+    # a row of a stage at a shape this configuration says it cannot run (a table of another build): left out
+    foreign = [key for key in times.index if (key[0], key[1:]) not in names]
+    times = times.drop(foreign)
+    shapes = sorted({(m, n, k) for _, m, n, k in times.index})
+    if not shapes:
+        raise ValueError(f"no verified row of the {args.race} race's stages ({', '.join(members)}) in these tables "
+                         "outside the held-out draw")
 
     def columns(stage: str, keys: list[tuple]) -> np.ndarray:
         spec, terms = specs[stage], list(members[stage])
@@ -119,18 +126,21 @@ def main() -> int:
         for key in keys:
             shape = Shape(m=key[0], n=key[1], k=key[2])
             can = [s for s in members if (s, key) in names]
-            chosen = race.pick(cfg, r, shape, can)
-            gaps.append(times[(chosen, *key)] / min(times[(s, *key)] for s in can))
+            chosen = race.pick(cfg, r, shape, can)  # None: no term of any member evaluates here
+            gaps.append(times[(chosen, *key)] / min(times[(s, *key)] for s in can) if chosen else math.inf)
         return gaps
 
     def line(label: str, gaps: list[float]) -> str:
+        if not gaps:
+            return f"  {label:28s} no shape with every member that can run it timed"
         geo = math.exp(sum(map(math.log, gaps)) / len(gaps))
         return (f"  {label:28s} within {WITHIN - 1:.0%} on {sum(g <= WITHIN for g in gaps)} of {len(gaps)}, "
                 f"worst {max(gaps):.3f}x, geometric mean {geo:.4f}x")
 
     coefs = fitted(shapes)
-    print(f"{args.race}: {len(shapes)} shapes timed ({len(dropped)} rows at held-out shapes left out), "
-          f"{len(field)} with every member that can run them")
+    print(f"{args.race}: {len(shapes)} shapes timed ({len(dropped)} rows at held-out shapes left out"
+          + (f", {len(foreign)} of stages at shapes they cannot run" if foreign else "")
+          + f"), {len(field)} with every member that can run them")
     for stage in members:
         mine = [key for key in shapes if (stage, *key) in times.index]
         if not mine:

@@ -313,6 +313,8 @@ class LabConfig:
 
     def race_rule(self, race: str) -> RaceRule | None:
         """The rule of ``race``: its stages with a ``time_model``, where there are two or more (else None)."""
+        if race not in RACES:
+            raise ConfigError(f"race '{race}' is none of {', '.join(RACES)}")
         members = {k.id: k.time_model for k in self.kernels if k.time_model and k.precision in RACES[race][1]}
         if len(members) < 2:
             return None

@@ -234,7 +234,7 @@ def term_names(k: Mapping, base: Mapping) -> set[str]:
     """The names a race rule's terms for stage ``k`` may use (``base``: the stage it builds, itself or its
     dispatch base): M, N, K, its parameters and THREADS; with a launch plan of tiles, the plan's names
     (``geometry.PLAN_NAMES``; a dispatch stage's are those of the candidate its rule picks, with that
-    candidate's STEP and COST, the rule's cost); a stage of several kernels, its sizes."""
+    candidate's STEP and COST, the rule's cost); a stage of several kernels (geometry phases), its sizes."""
     from .geometry import PLAN_NAMES
 
     params = base.get("params", {})
@@ -245,7 +245,7 @@ def term_names(k: Mapping, base: Mapping) -> set[str]:
             known -= {"SLOTS", "WAVES"}
     if "dispatch_from" in k:
         known.add("COST")
-    return known | set(base.get("sizes", {}))
+    return known | (set(base.get("sizes", {})) if base.get("geometry") == "phases" else set())
 
 
 def time_models(cfg: Mapping, where: Where) -> None:

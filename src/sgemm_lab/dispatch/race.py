@@ -12,6 +12,7 @@ is from the fastest member measured there. No GPU here.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Iterable
 
 from ..config.geometry import plan_names, unsupported_reason
@@ -57,15 +58,21 @@ def runs(spec: KernelSpec, shape: Shape) -> bool:
 
 
 def predicted_ns(cfg: LabConfig, rule: RaceRule, stage: str, shape: Shape) -> float | None:
-    """``stage``'s predicted time on ``shape`` by ``rule``, in ns; None where it cannot run the shape."""
+    """``stage``'s predicted time on ``shape`` by ``rule``, in ns; None where it cannot run the shape, or where
+    a term cannot be evaluated there (a division by zero, a name a candidate's plan lacks): the rule then
+    leaves the stage out at that shape rather than fail the call that asked it."""
     from ..config.bindings import evaluate
+    from ..errors import ConfigError
 
     spec = member_spec(cfg, stage)
     if not runs(spec, shape):
         return None
     names = term_names(spec, shape)
-    return sum(coef * int(evaluate(spec, "time_model.terms", term, names))
-               for term, coef in rule.members[stage].items())
+    try:
+        return sum(coef * int(evaluate(spec, "time_model.terms", term, names))
+                   for term, coef in rule.members[stage].items())
+    except ConfigError:
+        return None
 
 
 def pick(cfg: LabConfig, rule: RaceRule, shape: Shape, among: Iterable[str] | None = None) -> str | None:
@@ -78,10 +85,11 @@ def pick(cfg: LabConfig, rule: RaceRule, shape: Shape, among: Iterable[str] | No
 
 def score(cfg: LabConfig, rule: RaceRule, ok: "pd.DataFrame", shapes: Iterable[Shape],
           among: Iterable[str] | None = None) -> list[dict]:
-    """Per shape where every member of ``among`` (default all) that can run it was timed and verified in
-    ``ok`` (bench rows), the rule's pick and its time over the fastest of them (``gap``), with the pick's and
-    the fastest's stage and median ms. Shapes missing a member's verified row are left out: the gap would
-    be against an incomplete field."""
+    """Per shape, the rule's pick among the members of ``among`` (default all) and its time over the fastest
+    of them in ``ok`` (bench rows: ``gap``), with the pick's and the fastest's stage and median ms. Where the
+    pick has no verified row the gap is infinite (its pick did not verify there, or was not timed); a shape
+    where another member that can run it has none is left out (the gap would be against an incomplete
+    field), and so is one where no member can run it."""
     members = [s for s in rule.members if among is None or s in set(among)]
     out = []
     for s in shapes:
@@ -89,17 +97,25 @@ def score(cfg: LabConfig, rule: RaceRule, ok: "pd.DataFrame", shapes: Iterable[S
         if "verified" in here:
             here = here[here.verified.astype(bool)]
         timed = here.groupby("kernel")["median_ms"].min().to_dict()
-        can = [m for m in members if runs(member_spec(cfg, m), s)]
-        if not can or any(m not in timed for m in can):
+        chosen = pick(cfg, rule, s, members)
+        if chosen is None:
             continue
-        chosen = pick(cfg, rule, s, can)
-        fastest = min(can, key=lambda m: (timed[m], m))
-        out.append(dict(m=s.m, n=s.n, k=s.k, pick=chosen, pick_ms=timed[chosen], fastest=fastest,
-                        fastest_ms=timed[fastest], gap=timed[chosen] / timed[fastest]))
+        can = [m for m in members if runs(member_spec(cfg, m), s)]
+        if chosen in timed and any(m not in timed for m in can):
+            continue
+        fastest = min((m for m in can if m in timed), key=lambda m: (timed[m], m), default=None)
+        if fastest is None:
+            continue
+        out.append(dict(m=s.m, n=s.n, k=s.k, pick=chosen, pick_ms=timed.get(chosen, math.inf), fastest=fastest,
+                        fastest_ms=timed[fastest], gap=timed.get(chosen, math.inf) / timed[fastest]))
     return out
 
 
 def rule_for(cfg: LabConfig, race: str) -> RaceRule:
+    from ..config.records import RACES
+
+    if race not in RACES:
+        raise LabError(f"race '{race}' is none of {', '.join(RACES)}")
     rule = cfg.race_rule(race)
     if rule is None:
         raise LabError(f"the {race} race has no rule: fewer than two of its stages have a time_model")

@@ -41,9 +41,10 @@ def held_out_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | No
     ruled = [k for k in cfg.kernels if k.id in timed and k.dispatched and k.rule is not None]
     # each race with a rule (LabConfig.race_rule): its members that run here, and its pick against the
     # fastest of them per shape where it can be scored
+    # fastest of them per shape where it can be scored; a race with fewer than two members here has no choice
     races = {race: (rule, [m for m in rule.members if m in field], [])
              for race, field in (("fp32", strict), ("fp32_accurate", accurate))
-             if (rule := cfg.race_rule(race)) is not None and any(m in field for m in rule.members)}
+             if (rule := cfg.race_rule(race)) is not None and sum(m in field for m in rule.members) >= 2}
     rows, over = [], {"strict": [], "accurate": []}
     by_class: dict[str, dict[str, list]] = {}  # class -> shapes drawn, and the ratios where a stage verified
     gaps: dict[str, list[tuple[float, str]]] = {k.id: [] for k in ruled}
@@ -70,8 +71,9 @@ def held_out_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | No
         for rule, members, raced in races.values():
             got = race_score(cfg, rule, ok, [s], members)
             raced += [dict(g, label=label, ref_ms=ref.median_ms if ref is not None else math.nan) for g in got]
-            row.append(f"`{got[0]['pick']}` " + (f"**{got[0]['gap']:.3f}×**" if got[0]["gap"] > RULE_WITHIN
-                                                  else f"{got[0]['gap']:.3f}×") if got else "–")
+            gap = got[0]["gap"] if got else math.nan
+            row.append("–" if not got else f"`{got[0]['pick']}` " + (
+                "not verified" if math.isinf(gap) else f"**{gap:.3f}×**" if gap > RULE_WITHIN else f"{gap:.3f}×"))
         rows.append(row)
     d = cfg.held_out_draw
     out = ["## Out of sample: shapes nobody tuned on", "",
@@ -98,25 +100,35 @@ def held_out_section(cfg: LabConfig, ok: pd.DataFrame, checks: pd.DataFrame | No
                      f"{len(g)}** shapes; the worst " + (f"{worst:.3f}× at {at}." if math.isfinite(worst)
                                                        else f"at {at}, where its choice did not verify."))
     for race, (rule, members, raced) in races.items():
-        lines.append(_race_line(RACE_NAMES[race], rule, members, raced))
+        lines.append(_race_line(RACE_NAMES[race], rule, members, raced, [m for m in rule.members if m not in members]))
     return out + [""] + [" ".join(lines)] + [""] + _class_table(by_class)
 
 
-def _race_line(name: str, rule, members: list[str], raced: list[dict]) -> str:
+def _race_line(name: str, rule, members: list[str], raced: list[dict], absent: list[str]) -> str:
     """A race's rule over the held-out shapes: how often its pick was within 5% of the fastest member timed
     there, the worst and the geometric mean of its time over the fastest's, and its picks' speed against
-    cuBLAS beside the fastest members'."""
-    fitted = "; ".join(rule.fitted) or "shapes its time models do not say"
+    cuBLAS beside the fastest members'; ``absent``: members not timed on these shapes or without the race's
+    label in this run's checks, which the rule here chooses without."""
+    fitted = "; ".join(rule.fitted) or "shapes not recorded"
     head = (f"The {name} race's rule (the least predicted time of {', '.join(f'`{m}`' for m in members)}, by the "
-            f"`time_model` of each; fitted by {fitted})")
+            f"`time_model` of each; fitted by {fitted}"
+            + (f"; without {', '.join(f'`{m}`' for m in absent)}, not timed here or not verified in the race"
+               if absent else "") + ")")
     if not raced:
         return head + ": no held-out shape had every member that can run it timed and verified."
     gaps = [g["gap"] for g in raced]
     worst = max(raced, key=lambda g: g["gap"])
+    at = (f"{worst['gap']:.3f}× at {worst['label']}" if math.isfinite(worst["gap"])
+          else f"at {worst['label']}, where its pick `{worst['pick']}` did not verify")
+    if math.isfinite(worst["gap"]) and worst["pick"] != worst["fastest"]:
+        at += f" (`{worst['pick']}` for `{worst['fastest']}`)"
+    finite = [x for x in gaps if math.isfinite(x)]
     line = (f"{head}: within {RULE_WITHIN - 1:.0%} of the fastest member on **{sum(x <= RULE_WITHIN for x in gaps)} of "
-            f"{len(gaps)}** shapes, the worst {worst['gap']:.3f}× at {worst['label']} (`{worst['pick']}` for "
-            f"`{worst['fastest']}`), geometric mean {geomean(gaps):.4f}×.")
-    vs = [(g["ref_ms"] / g["pick_ms"], g["ref_ms"] / g["fastest_ms"]) for g in raced if math.isfinite(g["ref_ms"])]
+            f"{len(gaps)}** shapes, the worst {at}"
+            + (f", geometric mean {geomean(finite):.4f}×" if finite else "")
+            + (f" over the {len(finite)} where its pick verified" if finite and len(finite) < len(gaps) else "") + ".")
+    vs = [(g["ref_ms"] / g["pick_ms"], g["ref_ms"] / g["fastest_ms"]) for g in raced
+          if math.isfinite(g["ref_ms"]) and math.isfinite(g["pick_ms"])]
     if vs:
         line += (f" Its picks against cuBLAS: geometric mean **{geomean(p for p, _ in vs):.3f}×** over {len(vs)} shapes "
                  f"(the fastest members': {geomean(b for _, b in vs):.3f}×).")
