@@ -15,6 +15,7 @@ from sgemm_lab.config import rules
 from sgemm_lab.config.records import RaceRule, Shape, frozen
 from sgemm_lab.dispatch import race
 from sgemm_lab.errors import ConfigError
+from sgemm_lab.library import offered as library_offers
 from sgemm_lab.report.held_out import held_out_section
 
 SHAPES = [Shape(m=8192, n=12, k=6144), Shape(m=1000, n=1000, k=1000), Shape(m=128, n=96, k=49152),
@@ -68,7 +69,7 @@ def test_each_member_reads_exactly_the_names_the_config_lets_its_terms_use(lab, 
     """config.rules.term_names (what the load checks terms against) and dispatch.race.term_names (what a
     term is evaluated over) agree for every stage a race may hold, at every shape it runs."""
     kernels = {k["id"]: k for k in raw_config["kernels"]}
-    offered = [k for k in lab.kernels if k.backend == "cuda" and not k.autotuned and (not k.dispatched or k.rule)]
+    offered = [k for k in lab.kernels if library_offers(k)]
     assert {"12_dispatch", "19_narrow", "20_dispatch_3xtf32", "22_ozaki2_int8"} <= {k.id for k in offered}
     for k in offered:
         raw = kernels[k.id]

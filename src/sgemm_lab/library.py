@@ -181,15 +181,22 @@ def can_run(cfg: LabConfig, stage: str, shape: Shape, arch: str | None = None) -
 def choose(cfg: LabConfig, run: Path, shape: Shape, race: str, arch: str | None = None) -> str:
     """The stage ``matmul`` runs for ``shape``: the race's rule's pick among the stages of ``ranking`` that can
     run it (on a GPU of ``arch``, when given), where the race has a rule; else the first of them."""
-    from .dispatch.race import pick
-
-    names = [stage for stage in ranking(cfg, run, shape, race) if can_run(cfg, stage, shape, arch)]
-    rule = cfg.race_rule(race)
-    chosen = pick(cfg, rule, shape, names) if rule is not None else None
-    if chosen is not None or names:
-        return chosen or names[0]
+    names = rule_first(cfg, race, shape, [s for s in ranking(cfg, run, shape, race) if can_run(cfg, s, shape, arch)])
+    if names:
+        return names[0]
     on = f" on {arch}" if arch else ""
     raise LabError(f"matmul: no stage of the '{race}' race verified in {run} can run {shape}{on}")
+
+
+def rule_first(cfg: LabConfig, race: str, shape: Shape, names) -> tuple[str, ...]:
+    """``names`` (the ranking's stages that can run ``shape``) with the race's rule's pick among them first,
+    where the race has a rule (``LabConfig.race_rule``) and one of its members is among them."""
+    from .dispatch.race import pick
+
+    names = tuple(names)
+    rule = cfg.race_rule(race)
+    chosen = pick(cfg, rule, shape, names) if rule is not None else None
+    return names if chosen is None else (chosen,) + tuple(n for n in names if n != chosen)
 
 
 def _candidates(spec: KernelSpec) -> list[KernelSpec]:
@@ -245,14 +252,9 @@ def _ranked(config: str, run: str, cls: str | None, race: str) -> tuple[str, ...
 
 
 @lru_cache(maxsize=1024)
-def _rule_first(config: str, run: str, race: str, shape: Shape, names: tuple[str, ...]) -> tuple[str, ...]:
-    """``names`` (the ranking's stages that can run ``shape``) with the race's rule's pick among them first,
-    where the race has a rule (``LabConfig.race_rule``) and one of its members is among them."""
-    from .dispatch.race import pick
-
-    rule = _config(config).race_rule(race)
-    chosen = pick(_config(config), rule, shape, names) if rule is not None else None
-    return names if chosen is None else (chosen,) + tuple(n for n in names if n != chosen)
+def _rule_first(config: str, race: str, shape: Shape, names: tuple[str, ...]) -> tuple[str, ...]:
+    """:func:`rule_first`, once per configuration, race, shape and runnable stages in a process."""
+    return rule_first(_config(config), race, shape, names)
 
 
 def _empty_like(a, rows: int, cols: int):
@@ -343,7 +345,7 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, stage: str | 
         arch = device_info().arch
         run_dir = str(Path(run).resolve() if run else DEFAULT_RUN)
         names = [s for s in _ranked(config_key, run_dir, cls, race) if can_run(cfg, s, shape, arch)]
-        names = _rule_first(config_key, run_dir, race, shape, tuple(names))
+        names = _rule_first(config_key, race, shape, tuple(names))
     tried = []
     for name in names:
         try:
