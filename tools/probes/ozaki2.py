@@ -1,9 +1,14 @@
 """Stage 22 (kernels/22_ozaki2_int8.cu, the Ozaki scheme II on INT8 wgmma) through the package's launcher
 (gpu.phased.PhasedLauncher, the phases of its config entry): its error against float64 beside cuBLAS
 SGEMM's on the check's input distributions and alpha/beta modes, and its time per phase against cuBLAS
-SGEMM and cuBLAS's own INT8 GEMM on the same residues, under the lab's exclusive GPU lock.
+SGEMM and the INT8 GEMMs of cuBLAS and cuBLASLt on the same residues (int8_baselines), under the lab's
+exclusive GPU lock.
 
-    python tools/probes/ozaki2.py --out ozaki2.json [--set NMOD=7 ...] [--variant NAME=P=V,...]
+    python tools/probes/ozaki2.py --out ozaki2.json [--set NMOD=7 ...] [--variant NAME=P=V,...] [--before FILE]
+
+``--before``: an earlier version of the stage's source (beside a copy of kernels/common.cuh), built with the
+same parameters: its outputs on every check input compared with the current build's bit for bit, and its
+whole call and phases timed on the same inputs as the current build's, in the same run.
 
 Error: relative Frobenius error against float64 (results.verify.compare), the stage's and cuBLAS's on
 the same inputs; integer inputs must come back exactly. Time: CUDA events, warm-up by time, median of
@@ -17,6 +22,7 @@ import argparse
 import json
 import math
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tools"))
 
+from int8_baselines import CublasInt8, CublasLtInt8  # noqa: E402
 from ozaki2_model import moduli  # noqa: E402
 
 STAGE = "22_ozaki2_int8"
@@ -36,6 +43,17 @@ def bits_for(k: int, count: int) -> int:
     p = math.prod(moduli(count))
     q = (p // 2 - p // 2**21) // k
     return min(30, (q.bit_length() - 1) // 2)
+
+
+def before_spec(spec, source: Path, into: Path):
+    """``spec`` built from an earlier source file: copied into ``into`` beside kernels/common.cuh (its
+    local include), with the id marked so that its build is told apart."""
+    import dataclasses
+    import shutil
+
+    shutil.copy(ROOT / "kernels" / "common.cuh", into / "common.cuh")
+    shutil.copy(source, into / spec.source)
+    return dataclasses.replace(spec, id=f"{spec.id}-before", source=str(into / spec.source))
 
 
 class Ozaki2:
@@ -67,29 +85,7 @@ class Ozaki2:
         self.launcher(self.shape, alpha, a, b, beta, c_out, self.stream)
 
 
-class CublasInt8:
-    """cuBLAS's INT8 GEMM (cublasGemmStridedBatchedEx, COMPUTE_32I, INT32 out) on the same residues: one
-    batch of ``count`` products, the TN form its integer kernels take (both operands K-major)."""
-
-    def __init__(self, stream):
-        import nvmath
-        from nvmath.bindings import cublas
-
-        self.cb, self.nv = cublas, nvmath
-        self.handle = cublas.create()
-        cublas.set_stream(self.handle, stream.handle)
-        self.one, self.zero = np.ones(1, np.int32), np.zeros(1, np.int32)
-
-    def __call__(self, oz: Ozaki2, out) -> None:
-        cb, r8, r32 = self.cb, int(self.nv.CudaDataType.CUDA_R_8I), int(self.nv.CudaDataType.CUDA_R_32I)
-        m, n, kp = oz.shape.m, oz.shape.n, oz.kp
-        cb.gemm_strided_batched_ex(self.handle, cb.Operation.T, cb.Operation.N, n, m, kp, self.one.ctypes.data,
-                                   int(oz.bufs["res_b"]), r8, kp, n * kp, int(oz.bufs["res_a"]), r8, kp, m * kp, self.zero.ctypes.data,
-                                   int(out), r32, n, m * n, oz.count, int(cb.ComputeType.COMPUTE_32I),
-                                   int(cb.GemmAlgo.DEFAULT))
-
-
-def check(oz: Ozaki2, sgemm, shapes, dists, seed: int) -> list[dict]:
+def check(oz: Ozaki2, sgemm, shapes, dists, seed: int, before: Ozaki2 | None = None) -> list[dict]:
     from sgemm_lab.config.records import Distribution, Shape
     from sgemm_lab.results import verify
 
@@ -106,24 +102,27 @@ def check(oz: Ozaki2, sgemm, shapes, dists, seed: int) -> list[dict]:
                 terms = (alpha * (a.astype(np.float64) @ b.astype(np.float64)), beta * c0.astype(np.float64))
                 da, db = cuda.to_device(a), cuda.to_device(b)
                 outs = {}
-                for who in ("stage 22", "cublas"):
+                for who in ("stage 22", "cublas", "before")[:3 if before else 2]:
                     dc = cuda.to_device(c0)
-                    if who == "stage 22":
-                        oz(m, n, k, alpha, da, db, beta, dc)
-                    else:
+                    if who == "cublas":
                         sgemm(Shape(m=m, n=n, k=k), alpha, da, db, beta, dc, oz.stream)
+                    else:
+                        (oz if who == "stage 22" else before)(m, n, k, alpha, da, db, beta, dc)
                     oz.stream.synchronize()
                     outs[who] = cuda.from_device(dc, (m, n), np.float32)
                     dc.free()
                 da.free()
                 db.free()
                 scale = verify.scale_of(ref, terms)
-                e = {w: verify.compare(o, ref, math.inf, scale=scale) for w, o in outs.items()}
+                e = {w: verify.compare(o, ref, math.inf, scale=scale) for w, o in outs.items() if w != "before"}
                 rows.append(dict(shape=f"{m}x{n}x{k}", distribution=name, mode=mode, bits=oz.bits,
                                  err=e["stage 22"].rel_err, cublas_err=e["cublas"].rel_err,
                                  nonfinite=e["stage 22"].nonfinite,
                                  exact=bool(np.array_equal(outs["stage 22"], ref.astype(np.float32))),
                                  cublas_exact=bool(np.array_equal(outs["cublas"], ref.astype(np.float32)))))
+                if before:  # the same bits as the earlier build's, NaN payloads included
+                    rows[-1]["same_as_before"] = bool(np.array_equal(outs["stage 22"].view(np.uint32),
+                                                                     outs["before"].view(np.uint32)))
                 print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -167,9 +166,10 @@ class Sampler:
                     watts_median=float(np.median(watts)), watts_max=float(watts.max()))
 
 
-def bench(oz: Ozaki2, sgemm, lt8: CublasInt8, shapes, pci: str, others: dict) -> list[dict]:
-    """Each shape's parts, the whole chain, cuBLAS SGEMM and INT8; ``others``: more builds of the kernels
-    (name -> Ozaki2) whose INT8 GEMMs are timed on the same residues."""
+def bench(oz: Ozaki2, sgemm, int8s: list, shapes, pci: str, others: dict, before: Ozaki2 | None = None) -> list[dict]:
+    """Each shape's parts, the whole chain, cuBLAS SGEMM and the vendor INT8 GEMMs (``int8s``); ``others``:
+    more builds of the kernels (name -> Ozaki2) whose INT8 GEMMs are timed on the same residues; ``before``:
+    an earlier source's build, its whole call and every part timed on the same inputs."""
     from sgemm_lab.config.records import Shape
     from sgemm_lab.gpu.timing import time_launches
 
@@ -199,15 +199,23 @@ def bench(oz: Ozaki2, sgemm, lt8: CublasInt8, shapes, pci: str, others: dict) ->
             row[f"{name} ms"] = t(part, name)
         gemm_ms = row[f"{oz.spec.entry} ms"]
         i32 = cuda.mem_alloc(4 * oz.count * m * n)
-        row["cublas_int8_ms"] = t(lambda: lt8(oz, i32), "cublas_int8")
+        for lib in int8s:
+            row[f"{lib.name}_ms"] = t(lambda: lib(m, n, oz.kp, oz.count, oz.bufs["res_a"], oz.bufs["res_b"], i32),
+                                      lib.name)
         i32.free()
+        if before:
+            before.plan(m, n, k)
+            row["before_ms"] = t(lambda: before(m, n, k, 1.0, da, db, 0.0, dc), "before")
+            for name, part in before.parts(1.0, da, db, 0.0, dc).items():
+                row[f"{name} before ms"] = t(part, f"{name} before")
         for label, other in others.items():  # another build: its whole call once, then its main phase alone
             other(m, n, k, 1.0, da, db, 0.0, dc)
             row[f"{other.spec.entry} {label} ms"] = t(other.parts(1.0, da, db, 0.0, dc)[other.spec.entry], f"main {label}")
         row["clocks"] = dict(clocks)
         ops = 2.0 * m * n * oz.kp * oz.count
         row["gemm_tops"] = ops / (gemm_ms * 1e-3) / 1e12
-        row["cublas_int8_tops"] = ops / (row["cublas_int8_ms"] * 1e-3) / 1e12
+        for lib in int8s:
+            row[f"{lib.name}_tops"] = ops / (row[f"{lib.name}_ms"] * 1e-3) / 1e12
         row["x_cublas"] = row["cublas_ms"] / row["stage22_ms"]
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -228,6 +236,7 @@ def main() -> None:
                                                           "8192x8192x8192", "4096x4096x1024"])
     ap.add_argument("--variant", nargs="*", default=[], metavar="NAME=P=V,...",
                     help="another build (parameters changed) whose main phase is timed too")
+    ap.add_argument("--before", type=Path, help="an earlier source of the stage: outputs compared, every part timed")
     args = ap.parse_args()
     shape = lambda text: tuple(int(x) for x in text.split("x"))  # noqa: E731
     params = lambda items: {k: int(v) for k, v in (i.split("=") for i in items)}  # noqa: E731
@@ -241,24 +250,29 @@ def main() -> None:
     cfg = from_dict(read(ROOT / "config" / "config.yaml"))
     spec = cfg.kernel(STAGE).with_params(**params(args.set))
     variants = {v.split("=", 1)[0]: spec.with_params(**params(v.split("=", 1)[1].split(","))) for v in args.variant}
-    built = compile_many([spec, *variants.values()], "sm_90a", jobs=1 + len(variants))
+    earlier = [] if args.before is None else [before_spec(spec, args.before, Path(tempfile.mkdtemp()))]
+    built = compile_many([spec, *variants.values(), *earlier], "sm_90a", jobs=1 + len(variants) + len(earlier))
     for _, err in built:
         if err:
             raise err
     with gpu_lock(exclusive=True):
         dev = device_info()
         stream = driver().Stream()
-        oz, sgemm, lt8 = Ozaki2(spec, built[0][0], stream), CublasLauncher(stream), CublasInt8(stream)
+        oz, sgemm = Ozaki2(spec, built[0][0], stream), CublasLauncher(stream)
+        int8s = [CublasInt8(stream), CublasLtInt8(stream)]
         others = {name: Ozaki2(sp, cubin, stream) for (name, sp), (cubin, _) in zip(variants.items(), built[1:])}
-        checked = check(oz, sgemm, [shape(s) for s in args.check_shapes], args.dists, seed=1)
-        timed = bench(oz, sgemm, lt8, [shape(s) for s in args.bench_shapes], dev.pci_bus_id, others)
+        before = Ozaki2(earlier[0], built[-1][0], stream) if earlier else None
+        checked = check(oz, sgemm, [shape(s) for s in args.check_shapes], args.dists, seed=1, before=before)
+        timed = bench(oz, sgemm, int8s, [shape(s) for s in args.bench_shapes], dev.pci_bus_id, others, before)
     args.out.write_text(json.dumps(dict(gpu=dev.name, params=dict(spec.params), moduli=moduli(oz.count), check=checked,
-                                        bench=timed), indent=1))
+                                        bench=timed, before=None if args.before is None else str(args.before),
+                                        cublaslt_int8_algos={"x".join(map(str, k)): v
+                                                             for k, v in int8s[1].algo_info.items()}), indent=1))
     import pandas as pd
 
     print(f"\n{dev.name}, {oz.count} moduli: error against float64, stage 22 and cuBLAS SGEMM")
     print(pd.DataFrame(checked).to_string(index=False, float_format=lambda v: f"{v:.2e}"))
-    print("\ntime (ms, median), stage 22 per part, cuBLAS SGEMM and cuBLAS INT8 on the same residues")
+    print("\ntime (ms, median), stage 22 per part, cuBLAS SGEMM, cuBLAS and cuBLASLt INT8 on the same residues")
     print(pd.DataFrame([{k: v for k, v in r.items() if k != "clocks"} for r in timed]).to_string(
         index=False, float_format=lambda v: f"{v:.3f}"))
     print("\nSM clock (MHz, median / min) and board power (W, median / max) while each was timed")
