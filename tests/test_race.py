@@ -214,6 +214,33 @@ def test_fit_race_recovers_a_rule_whose_times_it_made(lab, tmp_path):
             assert got[t] == pytest.approx(c, rel=5e-3), (m, t, got[t], c)
 
 
+def test_fit_race_reads_a_changed_member_only_from_its_own_tables(lab, tmp_path):
+    """A member timed again after its build changed: --stage-tables takes its rows from the new table only,
+    not the (here faster) rows of its earlier build in the others' table, and recovers its coefficients."""
+    truth = lab.race_rule("fp32_accurate")
+    member = "22_ozaki2_int8"
+    changed = RaceRule(race="fp32_accurate", fitted=("x",), members=frozen({
+        m: frozen({t: (c * 0.5 if m == member and c else c) for t, c in terms.items()})
+        for m, terms in truth.members.items()}))
+    shapes = sorted({Shape(m=a, n=b, k=c) for a in (200, 1500, 4096) for b in (640, 3000) for c in (64, 2000, 9000)},
+                    key=lambda s: (s.m, s.n, s.k))
+    earlier, new = tmp_path / "earlier.csv", tmp_path / "new.csv"
+    _made_up(lab, changed, shapes).to_csv(earlier, index=False)  # every member; the changed one at half its time
+    made = _made_up(lab, truth, shapes)
+    made[made.kernel == member].to_csv(new, index=False)
+    cmd = [sys.executable, str(ROOT / "tools" / "fit_race.py"), str(earlier)]
+    out = subprocess.run([*cmd, "--stage-tables", f"{member}={new}"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    printed = yaml.safe_load(out.stdout[out.stdout.rindex(f"\n{next(iter(truth.members))}:\n"):])
+    for t, c in truth.members[member].items():
+        assert printed[member]["time_model"]["terms"][t] == pytest.approx(c, rel=5e-3), (t, c)
+    without = subprocess.run([*cmd, str(new)], capture_output=True, text=True, timeout=600)  # the faster rows win
+    got = yaml.safe_load(without.stdout[without.stdout.rindex(f"\n{next(iter(truth.members))}:\n"):])
+    assert got[member]["time_model"]["terms"] != printed[member]["time_model"]["terms"]
+    bad = subprocess.run([*cmd, "--stage-tables", f"nope={new}"], capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0 and "--stage-tables takes STAGE=TABLE" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_fit_race_refuses_tables_without_the_race_in_one_line(tmp_path):
     table = tmp_path / "bench.csv"
     pd.DataFrame([dict(kernel="cublas", m=64, n=64, k=64, status="ok", verified=True, median_ms=1.0)]).to_csv(table)

@@ -1,7 +1,7 @@
 """Fit a race's rule (its members' ``time_model``): each member's ns per unit of each of its terms, from timed shapes.
 
     python tools/fit_race.py TABLE [TABLE ...] [--race fp32_accurate] [--config config/config.yaml]
-                             [--term STAGE=EXPRESSION ...] [--cv K]
+                             [--term STAGE=EXPRESSION ...] [--cv K] [--stage-tables STAGE=TABLE[,TABLE...] ...]
 
 A TABLE is a run's bench.csv or a ``time`` target's time.csv (reports/probes/race_fit/time.csv times the
 members on the fit draws). Its verified rows of the rule's members are read, except at the shapes of the
@@ -68,6 +68,9 @@ def main() -> int:
     ap.add_argument("--config", default=str(ROOT / "config" / "config.yaml"))
     ap.add_argument("--term", action="append", default=[], metavar="STAGE=EXPRESSION")
     ap.add_argument("--cv", type=int, default=0, metavar="K")
+    ap.add_argument("--stage-tables", action="append", default=[], metavar="STAGE=TABLE[,TABLE...]",
+                    help="read STAGE's rows from these tables only (a member whose build changed since the others "
+                         "were timed: its rows elsewhere are of the earlier build)")
     args = ap.parse_args()
     cfg = cfgmod.load(args.config)
     rule = race.rule_for(cfg, args.race)
@@ -79,8 +82,18 @@ def main() -> int:
                              f"({', '.join(members)}): got {item!r}")
         members[stage].setdefault(term, 0.0)
     held = {(s.m, s.n, s.k) for s in cfg.held_out}
-    rows = pd.concat([pd.read_csv(p) for p in args.tables], ignore_index=True)
+    only = {}
+    for item in args.stage_tables:
+        stage, _, paths = item.partition("=")
+        if stage not in members or not paths:
+            raise ValueError(f"--stage-tables takes STAGE=TABLE[,TABLE...] with STAGE a member of the {args.race} "
+                             f"race ({', '.join(members)}): got {item!r}")
+        only[stage] = {str(Path(x)) for x in paths.split(",")}
+    tables = list(dict.fromkeys([*args.tables, *(Path(x) for paths in only.values() for x in paths)]))
+    rows = pd.concat([pd.read_csv(p).assign(table=str(p)) for p in tables], ignore_index=True)
     rows = rows[(rows.status == "ok") & rows.verified.astype(bool) & rows.kernel.isin(list(members))]
+    rows = rows[pd.Series([k not in only or t in only[k] for k, t in zip(rows.kernel, rows.table)], index=rows.index,
+                          dtype=bool)]
     dropped = rows[[key in held for key in zip(rows.m, rows.n, rows.k)]]
     rows = rows.drop(dropped.index)
     # one time per stage and shape: the lowest median where several tables timed it
