@@ -5,7 +5,7 @@
 //   ozaki_row_max    |A| per row, as float bits, atomicMax into rowMax (zeroed before)
 //   ozaki_col_max    |B| per column, likewise into colMax
 //   ozaki_residues_a A's row i scaled by 2^e_i to integers of at most `bits` bits, then one symmetric INT8
-//                    residue per modulus: resA[j][i][k], K-major, rows KP bytes (K padded to 16 with zeros)
+//                    residue per modulus: resA[j][i][k], K-major, rows KP bytes (K padded to PADK with zeros)
 //   ozaki_residues_b the same for B's columns (2^f_n), written transposed: resB[j][n][k], K-major
 //   ozaki_int8_gemm  per modulus j (grid z): the exact INT32 product resA[j] resB[j]^T on wgmma
 //                    (m64n256k32, s8 x s8 -> s32), reduced modulo m_j in the epilogue and stored as one
@@ -21,8 +21,8 @@
 // Reconstruction. With W_j = (P / m_j) * ((P / m_j)^-1 mod m_j), S = sum_j r_j W_j is congruent to A'B'
 // modulo P. Write S = n P + v with v the symmetric representative (|v| < P/2): n is the integer nearest
 // to x = sum_j r_j (W_j / P) = sum_j r_j u_j / m_j, which double precision gives to far better than 1/2
-// (eight terms below 256 each: error near 2^-41), and then v = S - n P is computed exactly in wrapping
-// 64-bit arithmetic (both sides agree modulo 2^64 and |v| < 2^63).
+// (eight terms below 256 each: error below 2^-39, against the 2^-21 the width leaves). Then (x - n) P is v
+// within 2^25, and S - n P modulo 2^32 (32-bit integers) is v's low word exactly: the two give v (crt_value).
 
 #include <cstdint>
 
@@ -107,15 +107,33 @@ __device__ __forceinline__ int scale_exponent(unsigned maxBits, int bits) {
     return maxBits == 0 ? 0 : bits - q;
 }
 
-// x 2^e rounded to the nearest integer (|result| <= 2^bits: exact in INT32).
-__device__ __forceinline__ int scaled(float x, int e) { return __float2int_rn(ldexpf(x, e)); }
+// 2^e as two normal floats whose product it is: scale_exponent gives e in [-128, 178] (bits <= 30, a
+// maximum's binade from -148 to 128), so each half lies in [-64, 89].
+struct Pow2 { float lo, hi; };
+__device__ __forceinline__ float pow2f(int e) { return __int_as_float((127 + e) << 23); }  // e in [-126, 127]
+__device__ __forceinline__ Pow2 pow2_split(int e) { const int h = e >> 1; return {pow2f(h), pow2f(e - h)}; }
 
-// The symmetric residue of v modulo M_ (in [-M_/2, M_/2)): as the model's residue().
+// x 2^e rounded to the nearest integer (|result| <= 2^bits: exact in INT32). The two products are exact but
+// where the first underflows, and then |x 2^e| < 2^-126 rounds to 0 either way.
+__device__ __forceinline__ int scaled(float x, Pow2 s) { return __float2int_rn(x * s.lo * s.hi); }
+
+// The symmetric residue of v modulo M_ as a byte: v - M_ floor((v + H) / M_), H = M_ / 2, which is in [-H, H]
+// for odd M_ (the model's residue()); for 256 it is v's low byte, [-128, 128). For |v| <= 2^30 the offset
+// u = v + H + M_ ceil(2^30 / M_) is in [0, 2^31 + 2^9), and floor(u / M_) = (u R) >> 39 with R = ceil(2^39 / M_):
+// R M_ - 2^39 < M_ adds less than u / 2^39 < 1/256 to u / M_, whose fraction is at most 1 - 1/M_ (M_ < 256).
+// Then u - M_ floor(u / M_) - H is the residue: an add, a multiply-high and shift, a multiply-add.
 template <int M_>
-__device__ __forceinline__ int sym_residue(int v) {
-    int r = v % M_;
-    r += r < 0 ? M_ : 0;
-    return r >= (M_ + 1) / 2 ? r - M_ : r;
+__host__ __device__ __forceinline__ unsigned residue_byte(int v) {
+    if constexpr (M_ == 256) {
+        return (unsigned)v & 0xFFu;
+    } else {
+        static_assert(M_ > 128 && M_ < 256 && M_ % 2 == 1, "odd moduli above 128: the shift of 39 and H below 128");
+        constexpr unsigned H = M_ / 2, OFFSET = H + M_ * (((1u << 30) + M_ - 1) / M_);
+        constexpr unsigned long long R = ((1ull << 39) + M_ - 1) / M_;
+        const unsigned u = (unsigned)v + OFFSET;
+        const unsigned q = (unsigned)(((unsigned long long)u * R) >> 39);
+        return (u - q * M_ - H) & 0xFFu;
+    }
 }
 
 // Row maxima of A: block (32, 8), warp y takes row blockIdx.y * 8 + y and 1024 columns from blockIdx.x * 1024.
@@ -149,10 +167,8 @@ extern "C" __global__ void ozaki_col_max(int K, int N, const float* __restrict__
 // Four residues of four consecutive K elements, as one 32-bit word (byte b = element b), modulus J.
 template <int J>
 __device__ __forceinline__ unsigned residue_word(const int (&v)[4]) {
-    unsigned w = 0;
-#pragma unroll
-    for (int b = 0; b < 4; ++b) w |= (unsigned)(sym_residue<modulus(J)>(v[b]) & 0xFF) << (8 * b);
-    return w;
+    return residue_byte<modulus(J)>(v[0]) | residue_byte<modulus(J)>(v[1]) << 8 |
+           residue_byte<modulus(J)>(v[2]) << 16 | residue_byte<modulus(J)>(v[3]) << 24;
 }
 template <int J = 0>
 __device__ __forceinline__ void store_residues(uint32_t* out, size_t plane, const int (&v)[4]) {
@@ -162,21 +178,29 @@ __device__ __forceinline__ void store_residues(uint32_t* out, size_t plane, cons
     }
 }
 
-// A's residues: thread x of a row: the word of K elements 4x .. 4x + 3 (zeros past K); rows by a
-// grid-stride loop over y.
+// A's residues: thread x of a row: the word of K elements 4x .. 4x + 3 (zeros past K), read as one 16-byte
+// load where rows start on 16 bytes (K a multiple of 4); rows by a grid-stride loop over y.
 extern "C" __global__ void ozaki_residues_a(int M, int K, int KP, const float* __restrict__ A,
                                             const unsigned* __restrict__ rowMax, uint32_t* __restrict__ resA) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x;
     if (x * 4 >= KP) return;
     const int bits = operand_bits(K);
+    const bool vec = (K & 3) == 0 && aligned16(A);
     for (int row = blockIdx.y; row < M; row += gridDim.y) {
-        const int e = scale_exponent(rowMax[row], bits);
+        const Pow2 e = pow2_split(scale_exponent(rowMax[row], bits));
         const float* a = A + (size_t)row * K;
-        int v[4];
+        int v[4] = {0, 0, 0, 0};
+        if (vec) {
+            if (4 * x < K) {
+                const float4 f = __ldg(reinterpret_cast<const float4*>(a) + x);
+                v[0] = scaled(f.x, e); v[1] = scaled(f.y, e); v[2] = scaled(f.z, e); v[3] = scaled(f.w, e);
+            }
+        } else {
 #pragma unroll
-        for (int b = 0; b < 4; ++b) {
-            const int k = 4 * x + b;
-            v[b] = k < K ? scaled(__ldg(a + k), e) : 0;
+            for (int b = 0; b < 4; ++b) {
+                const int k = 4 * x + b;
+                v[b] = k < K ? scaled(__ldg(a + k), e) : 0;
+            }
         }
         store_residues(resA + (size_t)row * (KP / 4) + x, (size_t)M * (KP / 4), v);
     }
@@ -192,7 +216,7 @@ extern "C" __global__ void __launch_bounds__(256) ozaki_residues_b(int K, int N,
     const int bits = operand_bits(K);
     {
         const int col = n0 + tx;
-        const int e = col < N ? scale_exponent(colMax[col], bits) : 0;
+        const Pow2 e = pow2_split(col < N ? scale_exponent(colMax[col], bits) : 0);
 #pragma unroll
         for (int r = ty; r < 64; r += 8) {
             const int k = k0 + r;
@@ -392,21 +416,39 @@ ozaki_int8_gemm(int M, int N, int KP, int NP, unsigned char* __restrict__ prod) 
 // ---- reconstruction ----------------------------------------------------------------------------------
 
 // The CRT terms of modulus J onwards for four consecutive columns (one 32-bit load a plane, byte i =
-// column i), their constants evaluated at compile time.
+// column i), their constants evaluated at compile time: S modulo 2^32 in integers, and x = sum_j r_j u_j / m_j
+// (= S / P) in double, r_j made a double without a conversion instruction (2^52 + r_j has r_j as its low word).
+// x is within 2^-39 of the exact sum: u_j / m_j rounded once, eight fused multiply-adds of values below 2^11.
 template <int J = 0>
-__device__ __forceinline__ void crt_terms(const unsigned char* p, size_t plane, uint64_t (&s)[4], double (&x)[4]) {
+__device__ __forceinline__ void crt_terms(const unsigned char* p, size_t plane, unsigned (&s)[4], double (&x)[4]) {
     if constexpr (J < NMOD) {
-        constexpr uint64_t W = crt_weight(J);                             // W_j modulo 2^64 (W_j < P < 2^64)
+        constexpr unsigned W = (unsigned)crt_weight(J);                   // W_j modulo 2^32
         constexpr double F = (double)crt_inverse(J) / (double)modulus(J);  // W_j / P, rounded once
         const unsigned word = __ldg(reinterpret_cast<const unsigned*>(p + J * plane));
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const unsigned r = (word >> (8 * i)) & 0xFFu;
-            s[i] += (uint64_t)r * W;  // wraps modulo 2^64: only S mod 2^64 is needed
-            x[i] = fma((double)r, F, x[i]);
+            const unsigned r = __byte_perm(word, 0u, 0x4440u | i);  // byte i, zero-extended
+            s[i] += r * W;                                           // wraps modulo 2^32
+            x[i] = fma(__hiloint2double(0x43300000, (int)r) - 0x1p52, F, x[i]);
         }
         crt_terms<J + 1>(p, plane, s, x);
     }
+}
+
+// v from S modulo 2^32 and x, exactly, and as a double rounded once. n = rint(x) (x lies at least 2^-21 from a
+// half-integer: |v| <= P/2 - P/2^21, operand_bits); x - n = v / P exactly in double, so (x - n) P is v within
+// 2^25; v's low 32 bits are S - n P modulo 2^32, and its high ones floor(v / 2^32) the nearest integer of
+// ((x - n) P - low) 2^-32 (within 2^-6 of it). Adding 1.5 2^52 rounds a double below 2^51 to an integer and
+// leaves that integer in the low word; 2^52 + a 32-bit integer is that integer exactly.
+__device__ __forceinline__ double crt_value(unsigned s, double x) {
+    constexpr double ROUND = 0x1.8p52;
+    const double xr = x + ROUND;
+    const unsigned n = (unsigned)__double2loint(xr);
+    const double near = (x - (xr - ROUND)) * (double)P;             // v within 2^25
+    const unsigned low = s - n * (unsigned)P;                         // v modulo 2^32
+    const double lowd = __hiloint2double(0x43300000, (int)low) - 0x1p52;
+    const double high = ((near - lowd) * 0x1p-32 + ROUND) - ROUND;   // floor(v / 2^32)
+    return fma(high, 0x1p32, lowd);                                   // v, rounded once
 }
 
 // 2^-x as a double (|x| well inside the double's exponent range: |e_i + f_n| < 400 here).
@@ -431,7 +473,7 @@ extern "C" __global__ void ozaki_reconstruct(int M, int N, int K, int NP, const 
     }
     const bool vec = (N & 3) == 0 && aligned16(C);  // rows on 16-byte boundaries: one float4 a thread
     for (int row = blockIdx.y; row < M; row += gridDim.y) {
-        uint64_t s[4] = {0, 0, 0, 0};
+        unsigned s[4] = {0, 0, 0, 0};
         double x[4] = {0.0, 0.0, 0.0, 0.0};
         crt_terms(prod + (size_t)row * NP + col, (size_t)M * NP, s, x);
         const unsigned rm = rowMax[row];
@@ -450,9 +492,8 @@ extern "C" __global__ void ozaki_reconstruct(int M, int N, int K, int NP, const 
         float out[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const int64_t v = (int64_t)(s[i] - (uint64_t)rint(x[i]) * P);  // S - n P, n the integer nearest x
             const double ab = rm >= 0x7F800000u || bad[i] ? (double)__int_as_float(0x7FC00000)
-                                                          : (double)v * pow2_neg(e + f[i]);  // exact scaling
+                                                          : crt_value(s[i], x[i]) * pow2_neg(e + f[i]);  // exact scaling
             out[i] = beta == 0.0f ? (float)(alpha * ab) : (float)(alpha * ab + (double)beta * (double)old[i]);
         }
         if (vec) {

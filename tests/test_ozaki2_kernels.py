@@ -1,8 +1,8 @@
 """Stage 22 (kernels/22_ozaki2_int8.cu, the Ozaki scheme II) without a GPU: its kernels compile without
 spills; the constants its compiler computes (moduli, P, the CRT weights, the operand width for each K) are
 the model's; that width leaves the reconstruction its rounding room; and the reconstruction as the kernel
-computes it (a wrapping 64-bit sum and the nearest integer of a double) is the integer product exactly,
-worst cases included."""
+computes it (a wrapping 32-bit sum, the nearest integer of a double sum, the two words put together) is the
+integer product exactly, worst cases included; and its residues are the model's for every value the scaling can give."""
 
 import math
 import subprocess
@@ -81,8 +81,10 @@ def test_the_width_keeps_outputs_below_half_p_with_room_and_is_the_widest_that_d
 
 
 def _as_the_kernel_does(products: list[np.ndarray], mods: list[int]) -> np.ndarray:
-    """ozaki_reconstruct's arithmetic: r_j = product mod m_j as a byte; S mod 2^64 from the weights, x in
-    double, n = rint(x), v = S - n P in wrapping 64-bit integers."""
+    """ozaki_reconstruct's arithmetic (crt_terms, crt_value): r_j = product mod m_j as a byte; S mod 2^32 from
+    the weights; x = sum r_j u_j / m_j in double (here each product rounded before its sum: the kernel's fused
+    multiply-add rounds once less); n = rint(x); (x - n) P near v; v's low word S - n P mod 2^32, its high word
+    the nearest integer of (near - low) 2^-32. Returns v as int64."""
     p = math.prod(mods)
     s = np.zeros(products[0].shape, np.uint64)
     x = np.zeros(products[0].shape, np.float64)
@@ -90,9 +92,15 @@ def _as_the_kernel_does(products: list[np.ndarray], mods: list[int]) -> np.ndarr
         r = np.mod(c, m).astype(np.uint64)
         big = p // m
         u = pow(big, -1, m)
-        s += r * np.uint64(big * u)  # wraps modulo 2^64, as uint64_t does
-        x = r.astype(np.float64) * (float(u) / float(m)) + x  # (the kernel's fma rounds once less)
-    return (s - np.rint(x).astype(np.uint64) * np.uint64(p)).view(np.int64)
+        s = (s + r * np.uint64(big * u % 2**32)) % np.uint64(2**32)
+        x = r.astype(np.float64) * (float(u) / float(m)) + x
+    round_ = 1.5 * 2.0**52
+    xr = x + round_
+    n = (xr - round_).astype(np.uint64)
+    near = (x - (xr - round_)) * float(p)
+    low = (s - n * np.uint64(p % 2**32)) % np.uint64(2**32)
+    high = ((near - low.astype(np.float64)) * 2.0**-32 + round_) - round_
+    return high.astype(np.int64) * np.int64(2**32) + low.astype(np.int64)
 
 
 @pytest.mark.parametrize("count", [7, 8])
@@ -113,3 +121,44 @@ def test_the_kernel_s_reconstruction_is_the_integer_product_worst_cases_included
         got = _as_the_kernel_does(products, mods)
         assert np.array_equal(got.astype(object), exact)
         assert got[0, 0] == k * top * top and got[1, 1] == -k * top * top
+
+
+@pytest.mark.parametrize("count", [7, 8])
+def test_the_fixed_point_sum_finds_the_value_at_the_width_s_edges_and_between(count):
+    """Every product the width allows (|v| <= P/2 - P/2^21) comes back from its residues, the values nearest
+    the half of P (where the double sum's error meets the 2^-21 of room) and the largest ones (where (x - n) P
+    is furthest from v) included."""
+    mods = model.moduli(count)
+    p = math.prod(mods)
+    room = p // 2 - p // 2**21
+    rng = np.random.default_rng(11)
+    edges = [0, 1, -1, room, -room, room - 1, -room + 1, room // 2, -(room // 2)]
+    values = edges + [int(x) for x in rng.integers(-room, room + 1, 20000, dtype=np.int64)]
+    got = _as_the_kernel_does([np.array([v % m for v in values], dtype=np.int64) for m in mods], mods)
+    assert [int(g) for g in got] == values
+
+
+def test_the_kernel_s_residue_bytes_are_the_model_s(nvcc, tmp_path):
+    """residue_byte<m>(v) (an offset, a multiply-high and shift, a multiply-add) against the model's
+    symmetric residue, for each modulus, over the whole range the scaling gives (|v| <= 2^30): its ends,
+    values beside multiples of m and of its halves, and random ones."""
+    mods = model.moduli(8)
+    rng = np.random.default_rng(5)
+    values = {0, 1, -1, 2**30, -(2**30), 2**30 - 1, -(2**30) + 1, 2**29, -(2**29)}
+    for m in mods:
+        for q in rng.integers(-(2**30) // m, 2**30 // m, 200):
+            values |= {int(q) * m + d for d in (-m // 2 - 1, -m // 2, -1, 0, 1, m // 2, m // 2 + 1)}
+    values = sorted(v for v in values | {int(x) for x in rng.integers(-(2**30), 2**30 + 1, 4000)} if abs(v) <= 2**30)
+    calls = " ".join(f"printf(\"%u \", residue_byte<{m}>(v));" for m in mods)
+    main = tmp_path / "residues.cu"
+    main.write_text(f'#include "{SOURCE}"\n#include <cstdio>\n'
+                    f"static const int vs[] = {{{', '.join(str(v) for v in values)}}};\n"
+                    f"int main() {{ for (int v : vs) {{ {calls} printf(\"\\n\"); }} }}\n")
+    exe = tmp_path / "residues"
+    proc = subprocess.run([nvcc, "-gencode", "arch=compute_90a,code=sm_90a", f"-I{ROOT / 'kernels'}", str(main),
+                           "-o", str(exe)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
+    got = np.array([[int(x) for x in line.split()] for line in lines], dtype=np.int64)
+    want = np.stack([model.residue(np.array(values, dtype=np.int64), m).astype(np.int64) & 0xFF for m in mods], 1)
+    assert got.shape == want.shape and np.array_equal(got, want)
