@@ -124,7 +124,7 @@ def test_the_kernel_s_reconstruction_is_the_integer_product_worst_cases_included
 
 
 @pytest.mark.parametrize("count", [7, 8])
-def test_the_fixed_point_sum_finds_the_value_at_the_width_s_edges_and_between(count):
+def test_the_reconstruction_finds_the_value_at_the_width_s_edges_and_between(count):
     """Every product the width allows (|v| <= P/2 - P/2^21) comes back from its residues, the values nearest
     the half of P (where the double sum's error meets the 2^-21 of room) and the largest ones (where (x - n) P
     is furthest from v) included."""

@@ -239,6 +239,19 @@ def test_fit_race_reads_a_changed_member_only_from_its_own_tables(lab, tmp_path)
     assert got[member]["time_model"]["terms"] != printed[member]["time_model"]["terms"]
     bad = subprocess.run([*cmd, "--stage-tables", f"nope={new}"], capture_output=True, text=True, timeout=600)
     assert bad.returncode != 0 and "--stage-tables takes STAGE=TABLE" in bad.stderr and "Traceback" not in bad.stderr
+    # a table named for the member only is not read for the others: there, only the earlier table's rows count
+    other = next(m for m in truth.members if m != member)
+    made[made.kernel == other].assign(median_ms=lambda d: d.median_ms / 4).to_csv(new, index=False)
+    alone = subprocess.run([*cmd, "--stage-tables", f"{member}={new}"], capture_output=True, text=True, timeout=600)
+    assert alone.returncode != 0 and f"no verified row of {member} in {new}" in alone.stderr, alone.stderr
+    pd.concat([made[made.kernel == member], made[made.kernel == other].assign(median_ms=lambda d: d.median_ms / 4)]
+              ).to_csv(new, index=False)
+    mixed = subprocess.run([*cmd, "--stage-tables", f"{member}={new}"], capture_output=True, text=True, timeout=600)
+    got = yaml.safe_load(mixed.stdout[mixed.stdout.rindex(f"\n{next(iter(truth.members))}:\n"):])
+    assert got == printed  # the other member's (4x faster) rows in the member's table were not read
+    gone = subprocess.run([*cmd, "--stage-tables", f"{member}={tmp_path / 'nope.csv'}"], capture_output=True,
+                          text=True, timeout=600)
+    assert gone.returncode != 0 and "no such table" in gone.stderr and "Traceback" not in gone.stderr
 
 
 def test_fit_race_refuses_tables_without_the_race_in_one_line(tmp_path):

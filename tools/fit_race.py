@@ -89,11 +89,18 @@ def main() -> int:
             raise ValueError(f"--stage-tables takes STAGE=TABLE[,TABLE...] with STAGE a member of the {args.race} "
                              f"race ({', '.join(members)}): got {item!r}")
         only[stage] = {str(Path(x)) for x in paths.split(",")}
-    tables = list(dict.fromkeys([*args.tables, *(Path(x) for paths in only.values() for x in paths)]))
-    rows = pd.concat([pd.read_csv(p).assign(table=str(p)) for p in tables], ignore_index=True)
+    general = {str(p) for p in args.tables}  # read for every member not named in --stage-tables
+    tables = list(dict.fromkeys([*map(str, args.tables), *(x for paths in only.values() for x in paths)]))
+    missing = [t for t in tables if not Path(t).is_file()]
+    if missing:
+        raise ValueError(f"no such table: {', '.join(missing)}")
+    rows = pd.concat([pd.read_csv(p).assign(table=p) for p in tables], ignore_index=True)
     rows = rows[(rows.status == "ok") & rows.verified.astype(bool) & rows.kernel.isin(list(members))]
-    rows = rows[pd.Series([k not in only or t in only[k] for k, t in zip(rows.kernel, rows.table)], index=rows.index,
-                          dtype=bool)]
+    rows = rows[pd.Series([t in only[k] if k in only else t in general for k, t in zip(rows.kernel, rows.table)],
+                          index=rows.index, dtype=bool)]
+    for stage, paths in only.items():
+        if not (rows.kernel == stage).any():
+            raise ValueError(f"--stage-tables: no verified row of {stage} in {', '.join(sorted(paths))}")
     dropped = rows[[key in held for key in zip(rows.m, rows.n, rows.k)]]
     rows = rows.drop(dropped.index)
     # one time per stage and shape: the lowest median where several tables timed it

@@ -34,6 +34,11 @@ class CublasInt8:
                                    int(out), r32, n, m * n, count, int(cb.ComputeType.COMPUTE_32I),
                                    int(cb.GemmAlgo.DEFAULT))
 
+    def close(self) -> None:
+        if self.handle:
+            self.cb.destroy(self.handle)
+            self.handle = 0
+
 
 class CublasLtInt8:
     """cuBLASLt's INT8 GEMM (cublasLtMatmul, COMPUTE_32I, scale type INT32): one batch of ``count``
@@ -88,14 +93,34 @@ class CublasLtInt8:
             d = self._layout(self.r32, n, m, n, count, m * n)    # C_j^T: column-major N x M
             results = np.zeros(8, dtype=lt.matmul_heuristic_result_dtype)
             found = np.zeros(1, dtype=np.int32)
-            lt.matmul_algo_get_heuristic(self.handle, self.desc, a, b, d, d, self.pref, len(results),
-                                         results.ctypes.data, found.ctypes.data)
+            try:
+                lt.matmul_algo_get_heuristic(self.handle, self.desc, a, b, d, d, self.pref, len(results),
+                                             results.ctypes.data, found.ctypes.data)
+            except lt.cuBLASLtError as exc:  # NOT_SUPPORTED when nothing fits
+                found[0], why = 0, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            else:
+                why = "0 results"
             if not found[0]:
-                raise RuntimeError(f"cuBLASLt INT8 {m}x{n}x{kp} x{count}: the heuristic offered no algorithm")
+                for layout in (a, b, d):
+                    lt.matrix_layout_destroy(layout)
+                raise RuntimeError(f"cuBLASLt INT8 {m}x{n}x{kp} x{count}: the heuristic offered no algorithm ({why})")
             algo = results.ctypes.data + results.dtype.fields["algo"][1]  # the first: the heuristic's choice
             self._plans[key] = (a, b, d, results, algo)
             self.algo_info[key] = dict(offered=int(found[0]), workspace_bytes=int(results["workspace_size"][0]))
         return self._plans[key]
+
+    def close(self) -> None:
+        lt = self.lt
+        for a, b, d, _, _ in self._plans.values():
+            for layout in (a, b, d):
+                lt.matrix_layout_destroy(layout)
+        self._plans.clear()
+        if self.handle:
+            lt.matmul_preference_destroy(self.pref)
+            lt.matmul_desc_destroy(self.desc)
+            lt.destroy(self.handle)
+            self.handle = 0
+        self.workspace.free()
 
     def __call__(self, m: int, n: int, kp: int, count: int, res_a, res_b, out) -> None:
         a, b, d, _, algo = self._plan(m, n, kp, count)

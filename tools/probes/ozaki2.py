@@ -6,9 +6,10 @@ exclusive GPU lock.
 
     python tools/probes/ozaki2.py --out ozaki2.json [--set NMOD=7 ...] [--variant NAME=P=V,...] [--before FILE]
 
-``--before``: an earlier version of the stage's source (beside a copy of kernels/common.cuh), built with the
-same parameters: its outputs on every check input compared with the current build's bit for bit, and its
-whole call and phases timed on the same inputs as the current build's, in the same run.
+``--before``: an earlier version of the stage's source (beside a copy of today's kernels/common.cuh), built with
+the same parameters and launched by today's config entry (its phases, grids, arguments and workspace: an
+earlier source whose kernels take other arguments is not for this): its outputs on every check input compared
+with the current build's bit for bit, and its whole call and phases timed on the same inputs, in the same run.
 
 Error: relative Frobenius error against float64 (results.verify.compare), the stage's and cuBLAS's on
 the same inputs; integer inputs must come back exactly. Time: CUDA events, warm-up by time, median of
@@ -264,8 +265,11 @@ def main() -> None:
         before = Ozaki2(earlier[0], built[-1][0], stream) if earlier else None
         checked = check(oz, sgemm, [shape(s) for s in args.check_shapes], args.dists, seed=1, before=before)
         timed = bench(oz, sgemm, int8s, [shape(s) for s in args.bench_shapes], dev.pci_bus_id, others, before)
+        for lib in int8s:
+            lib.close()
     args.out.write_text(json.dumps(dict(gpu=dev.name, params=dict(spec.params), moduli=moduli(oz.count), check=checked,
                                         bench=timed, before=None if args.before is None else str(args.before),
+                                        before_built_with="today's kernels/common.cuh and config phases",
                                         cublaslt_int8_algos={"x".join(map(str, k)): v
                                                              for k, v in int8s[1].algo_info.items()}), indent=1))
     import pandas as pd
