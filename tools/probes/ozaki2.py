@@ -265,13 +265,13 @@ def main() -> None:
         before = Ozaki2(earlier[0], built[-1][0], stream) if earlier else None
         checked = check(oz, sgemm, [shape(s) for s in args.check_shapes], args.dists, seed=1, before=before)
         timed = bench(oz, sgemm, int8s, [shape(s) for s in args.bench_shapes], dev.pci_bus_id, others, before)
-        for lib in int8s:
-            lib.close()
     args.out.write_text(json.dumps(dict(gpu=dev.name, params=dict(spec.params), moduli=moduli(oz.count), check=checked,
                                         bench=timed, before=None if args.before is None else str(args.before),
                                         before_built_with="today's kernels/common.cuh and config phases",
                                         cublaslt_int8_algos={"x".join(map(str, k)): v
                                                              for k, v in int8s[1].algo_info.items()}), indent=1))
+    for lib in int8s:  # after the results are written
+        lib.close()
     import pandas as pd
 
     print(f"\n{dev.name}, {oz.count} moduli: error against float64, stage 22 and cuBLAS SGEMM")
