@@ -85,6 +85,8 @@ class CublasLtInt8:
         return layout
 
     def _plan(self, m: int, n: int, kp: int, count: int) -> tuple:
+        from sgemm_lab.epilogue.cublaslt import CublasLtEpilogue
+
         key = (m, n, kp, count)
         if key not in self._plans:
             lt = self.lt
@@ -104,7 +106,7 @@ class CublasLtInt8:
                 for layout in (a, b, d):
                     lt.matrix_layout_destroy(layout)
                 raise RuntimeError(f"cuBLASLt INT8 {m}x{n}x{kp} x{count}: the heuristic offered no algorithm ({why})")
-            algo = results.ctypes.data + results.dtype.fields["algo"][1]  # the first: the heuristic's choice
+            algo = CublasLtEpilogue.algo_ptr_of(results, 0)  # the first: the heuristic's choice
             self._plans[key] = (a, b, d, results, algo)
             self.algo_info[key] = dict(offered=int(found[0]), workspace_bytes=int(results["workspace_size"][0]))
         return self._plans[key]

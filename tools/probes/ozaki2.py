@@ -57,6 +57,25 @@ def before_spec(spec, source: Path, into: Path):
     return dataclasses.replace(spec, id=f"{spec.id}-before", source=str(into / spec.source))
 
 
+def stage_spec():
+    """The stage's entry in config/config.yaml."""
+    from sgemm_lab.config.files import read
+    from sgemm_lab.config.load import from_dict
+
+    return from_dict(read(ROOT / "config" / "config.yaml")).kernel(STAGE)
+
+
+def build(specs: list) -> list[bytes]:
+    """The cubins of ``specs`` for sm_90a, compiled side by side; the first compile error is raised."""
+    from sgemm_lab.gpu.build import compile_many
+
+    built = compile_many(specs, "sm_90a", jobs=len(specs))
+    for _, err in built:
+        if err:
+            raise err
+    return [cubin for cubin, _ in built]
+
+
 class Ozaki2:
     """The stage's launcher, with the shape of its last plan and its workspace at hand."""
 
@@ -241,28 +260,21 @@ def main() -> None:
     args = ap.parse_args()
     shape = lambda text: tuple(int(x) for x in text.split("x"))  # noqa: E731
     params = lambda items: {k: int(v) for k, v in (i.split("=") for i in items)}  # noqa: E731
-    from sgemm_lab.config.load import from_dict
-    from sgemm_lab.config.files import read
-    from sgemm_lab.gpu.build import compile_many
     from sgemm_lab.gpu.device import device_info, driver
     from sgemm_lab.gpu.launch import CublasLauncher
     from sgemm_lab.measure.gpulock import gpu_lock
 
-    cfg = from_dict(read(ROOT / "config" / "config.yaml"))
-    spec = cfg.kernel(STAGE).with_params(**params(args.set))
+    spec = stage_spec().with_params(**params(args.set))
     variants = {v.split("=", 1)[0]: spec.with_params(**params(v.split("=", 1)[1].split(","))) for v in args.variant}
     earlier = [] if args.before is None else [before_spec(spec, args.before, Path(tempfile.mkdtemp()))]
-    built = compile_many([spec, *variants.values(), *earlier], "sm_90a", jobs=1 + len(variants) + len(earlier))
-    for _, err in built:
-        if err:
-            raise err
+    built = build([spec, *variants.values(), *earlier])
     with gpu_lock(exclusive=True):
         dev = device_info()
         stream = driver().Stream()
-        oz, sgemm = Ozaki2(spec, built[0][0], stream), CublasLauncher(stream)
+        oz, sgemm = Ozaki2(spec, built[0], stream), CublasLauncher(stream)
         int8s = [CublasInt8(stream), CublasLtInt8(stream)]
-        others = {name: Ozaki2(sp, cubin, stream) for (name, sp), (cubin, _) in zip(variants.items(), built[1:])}
-        before = Ozaki2(earlier[0], built[-1][0], stream) if earlier else None
+        others = {name: Ozaki2(sp, cubin, stream) for (name, sp), cubin in zip(variants.items(), built[1:])}
+        before = Ozaki2(earlier[0], built[-1], stream) if earlier else None
         checked = check(oz, sgemm, [shape(s) for s in args.check_shapes], args.dists, seed=1, before=before)
         timed = bench(oz, sgemm, int8s, [shape(s) for s in args.bench_shapes], dev.pci_bus_id, others, before)
     args.out.write_text(json.dumps(dict(gpu=dev.name, params=dict(spec.params), moduli=moduli(oz.count), check=checked,

@@ -14,19 +14,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
-from ozaki2 import STAGE, Ozaki2  # noqa: E402
+from ozaki2 import Ozaki2, build, stage_spec  # noqa: E402
 
 
 def main() -> None:
-    from sgemm_lab.config.files import read
-    from sgemm_lab.config.load import from_dict
-    from sgemm_lab.gpu.build import compile_many
     from sgemm_lab.gpu.device import driver
 
-    spec = from_dict(read(ROOT / "config" / "config.yaml")).kernel(STAGE)
-    [(cubin, err)] = compile_many([spec], "sm_90a", jobs=1)
-    if err:
-        raise err
+    spec = stage_spec()
+    [cubin] = build([spec])
     cuda = driver()
     stream = cuda.Stream()
     oz = Ozaki2(spec, cubin, stream)
