@@ -1,12 +1,12 @@
 // Stage 22 (FP32-accurate by emulation) - the Ozaki scheme II: an FP32 GEMM from exact INT8 products on
 // Hopper's tensor cores and the Chinese remainder theorem. Built for sm_90a (wgmma, TMA).
 //
-// Six kernels, launched in this order on one stream (the phases of the stage's config entry):
-//   ozaki_row_max    |A| per row, as float bits, atomicMax into rowMax (zeroed before)
-//   ozaki_col_max    |B| per column, likewise into colMax
-//   ozaki_residues_a A's row i scaled by 2^e_i to integers of at most `bits` bits, then one symmetric INT8
-//                    residue per modulus: resA[j][i][k], K-major, rows KP bytes (K padded to PADK with zeros)
-//   ozaki_residues_b the same for B's columns (2^f_n), written transposed: resB[j][n][k], K-major
+// Four kernels, launched in this order on one stream after one clear of `maxima` (the phases of the stage's
+// config entry):
+//   ozaki_maxima     |A| per row and |B| per column, as float bits, atomicMax into maxima (rows, then columns)
+//   ozaki_residues   A's row i scaled by 2^e_i to integers of at most `bits` bits, then one symmetric INT8
+//                    residue per modulus: resA[j][i][k], K-major, rows KP bytes (K padded to PADK with zeros);
+//                    in the same launch B's columns (2^f_n), written transposed: resB[j][n][k], K-major
 //   ozaki_int8_gemm  per modulus j (grid z): the exact INT32 product resA[j] resB[j]^T on wgmma
 //                    (m64n256k32, s8 x s8 -> s32), reduced modulo m_j in the epilogue and stored as one
 //                    byte: prod[j][i][n], rows NP bytes (N padded to 16)
@@ -25,6 +25,7 @@
 // within 2^25, and S - n P modulo 2^32 (32-bit integers) is v's low word exactly: the two give v (crt_value).
 
 #include <cstdint>
+#include <cstring>
 
 #include "common.cuh"
 
@@ -120,7 +121,8 @@ __device__ __forceinline__ int scaled(float x, Pow2 s) { return __float2int_rn(x
 // The symmetric residue of v modulo M_ as a byte: v - M_ floor((v + H) / M_), H = M_ / 2, which is in [-H, H]
 // for odd M_ (the model's residue()); for 256 it is v's low byte, [-128, 128). For |v| <= 2^30 the offset
 // u = v + H + M_ ceil(2^30 / M_) is in [0, 2^31 + 2^9), and floor(u / M_) = (u R) >> 39 with R = ceil(2^39 / M_):
-// R M_ - 2^39 < M_ adds less than u / 2^39 < 1/256 to u / M_, whose fraction is at most 1 - 1/M_ (M_ < 256).
+// u R / 2^39 = u / M_ + u e / (M_ 2^39) with e = R M_ - 2^39 <= M_ - 1, and u (M_ - 1) < (2^31 + 2^9) 254 < 2^39,
+// so the excess is below 1 / M_, while the fraction of u / M_ is at most 1 - 1 / M_: the floor is the same.
 // Then u - M_ floor(u / M_) - H is the residue: an add, a multiply-high and shift, a multiply-add.
 template <int M_>
 __host__ __device__ __forceinline__ unsigned residue_byte(int v) {
@@ -136,32 +138,93 @@ __host__ __device__ __forceinline__ unsigned residue_byte(int v) {
     }
 }
 
-// Row maxima of A: block (32, 8), warp y takes row blockIdx.y * 8 + y and 1024 columns from blockIdx.x * 1024.
-extern "C" __global__ void ozaki_row_max(int M, int K, const float* __restrict__ A, unsigned* __restrict__ rowMax) {
-    for (int row = blockIdx.y * 8 + threadIdx.y; row < M; row += gridDim.y * 8) {  // rows: a grid-stride loop
-        const float* a = A + (size_t)row * K;
-        unsigned mx = 0;
-        for (int k = blockIdx.x * 1024 + threadIdx.x, end = min(K, (int)(blockIdx.x + 1) * 1024); k < end; k += 32)
-            mx = max(mx, abs_bits(__ldg(a + k)));
-        for (int o = 16; o; o >>= 1) mx = max(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
-        if (threadIdx.x == 0 && mx) atomicMax(rowMax + row, mx);
+// ---- maxima: one launch for A's rows and B's columns ----------------------------------------------
+//
+// maxima[0, M) are |A|'s row maxima, maxima[M, M + N) |B|'s column maxima, as float bits by atomicMax into
+// the buffer the launcher clears. Blocks of 256: the first ceil(K / 1024) ceil(M / 8) take rows (below), the
+// rest columns. Each lane's loads are issued before their maximum is taken, so that a lane waits on memory
+// once per eight loads rather than once per load (the few blocks of a mid-sized shape are latency-bound).
+
+// Rows: block b is K-chunk b % KX (1024 columns) of rows 8 (b / KX) .. + 7, a warp a row; where rows start on
+// 16 bytes a lane reads columns 4 lane + 128 i (i < 8) as float4, else lane + 32 i (i < 32) one at a time.
+__device__ __forceinline__ void row_maxima(int b, int M, int K, const float* __restrict__ A, unsigned* __restrict__ rowMax) {
+    const int KX = (K + 1023) / 1024, k0 = (b % KX) * 1024, row = (b / KX) * 8 + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= M) return;
+    const float* a = A + (size_t)row * K;
+    const int end = min(K, k0 + 1024);
+    unsigned mx = 0;
+    if ((K & 3) == 0 && aligned16(A)) {
+        float4 f[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const int k = k0 + 4 * lane + 128 * i;
+            f[i] = k < end ? __ldg(reinterpret_cast<const float4*>(a + k)) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+            mx = max(mx, max(max(abs_bits(f[i].x), abs_bits(f[i].y)), max(abs_bits(f[i].z), abs_bits(f[i].w))));
+    } else {
+        for (int k = k0 + lane; k < end; k += 256) {
+            float f[8];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) f[i] = k + 32 * i < end ? __ldg(a + k + 32 * i) : 0.f;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) mx = max(mx, abs_bits(f[i]));
+        }
+    }
+    for (int o = 16; o; o >>= 1) mx = max(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
+    if (lane == 0 && mx) atomicMax(rowMax + row, mx);
+}
+
+// Columns: block c is columns 128 (c % NX) .. + 127 of rows 256 (c / NX) .. + 255; lane l of warp w takes
+// columns 4 l .. 4 l + 3 (one float4 where N is a multiple of 4 and B is 16-byte aligned) of rows w + 8 i,
+// eight rows in flight; the eight warps' maxima are combined in shared memory.
+__device__ __forceinline__ void col_maxima(int c, int N, int K, const float* __restrict__ B, unsigned* __restrict__ colMax) {
+    __shared__ unsigned part[8][129];
+    const int NX = (N + 127) / 128, n = (c % NX) * 128 + 4 * (threadIdx.x % 32), w = threadIdx.x / 32;
+    const int k0 = (c / NX) * 256, end = min(K, k0 + 256);
+    const bool vec = (N & 3) == 0 && aligned16(B);
+    unsigned mx[4] = {0, 0, 0, 0};
+    if (n < N)
+        for (int k = k0 + w; k < end; k += 64) {
+            float4 f[8];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const int r = k + 8 * i;
+                const float* p = B + (size_t)r * N + n;
+                if (r >= end)
+                    f[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+                else if (vec)
+                    f[i] = __ldg(reinterpret_cast<const float4*>(p));
+                else
+                    f[i] = make_float4(__ldg(p), n + 1 < N ? __ldg(p + 1) : 0.f, n + 2 < N ? __ldg(p + 2) : 0.f,
+                                       n + 3 < N ? __ldg(p + 3) : 0.f);
+            }
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                mx[0] = max(mx[0], abs_bits(f[i].x)); mx[1] = max(mx[1], abs_bits(f[i].y));
+                mx[2] = max(mx[2], abs_bits(f[i].z)); mx[3] = max(mx[3], abs_bits(f[i].w));
+            }
+        }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) part[w][4 * (threadIdx.x % 32) + q] = mx[q];
+    __syncthreads();
+    if (threadIdx.x < 128) {
+        const int col = (c % NX) * 128 + threadIdx.x;
+        unsigned m = 0;
+#pragma unroll
+        for (int y = 0; y < 8; ++y) m = max(m, part[y][threadIdx.x]);
+        if (col < N && m) atomicMax(colMax + col, m);
     }
 }
 
-// Column maxima of B: block (32, 8) over 32 columns; rows blockIdx.y * 256 .. + 255, 8 at a time.
-extern "C" __global__ void ozaki_col_max(int K, int N, const float* __restrict__ B, unsigned* __restrict__ colMax) {
-    __shared__ unsigned part[8][33];
-    const int col = blockIdx.x * 32 + threadIdx.x;
-    unsigned mx = 0;
-    if (col < N)
-        for (int k = blockIdx.y * 256 + threadIdx.y, end = min(K, (int)(blockIdx.y + 1) * 256); k < end; k += 8)
-            mx = max(mx, abs_bits(__ldg(B + (size_t)k * N + col)));
-    part[threadIdx.y][threadIdx.x] = mx;
-    __syncthreads();
-    if (threadIdx.y == 0 && col < N) {
-        for (int y = 1; y < 8; ++y) mx = max(mx, part[y][threadIdx.x]);
-        if (mx) atomicMax(colMax + col, mx);
-    }
+extern "C" __global__ void __launch_bounds__(256) ozaki_maxima(int M, int N, int K, const float* __restrict__ A,
+                                                               const float* __restrict__ B, unsigned* __restrict__ maxima) {
+    const int rowBlocks = (K + 1023) / 1024 * ((M + 7) / 8);
+    if ((int)blockIdx.x < rowBlocks)
+        row_maxima(blockIdx.x, M, K, A, maxima);
+    else
+        col_maxima(blockIdx.x - rowBlocks, N, K, B, maxima + M);
 }
 
 // Four residues of four consecutive K elements, as one 32-bit word (byte b = element b), modulus J.
@@ -178,15 +241,18 @@ __device__ __forceinline__ void store_residues(uint32_t* out, size_t plane, cons
     }
 }
 
-// A's residues: thread x of a row: the word of K elements 4x .. 4x + 3 (zeros past K), read as one 16-byte
-// load where rows start on 16 bytes (K a multiple of 4); rows by a grid-stride loop over y.
-extern "C" __global__ void ozaki_residues_a(int M, int K, int KP, const float* __restrict__ A,
-                                            const unsigned* __restrict__ rowMax, uint32_t* __restrict__ resA) {
-    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+// ---- residues: one launch for A's and B's -------------------------------------------------------------
+
+// A's residues, block (bx, by) of RA_X x RA_Y: thread x = 256 bx + tid of a row: the word of K elements
+// 4x .. 4x + 3 (zeros past K), read as one 16-byte load where rows start on 16 bytes (K a multiple of 4);
+// rows by a grid-stride loop over by (up to M / RA_Y rows a thread, its setup paid once).
+__device__ __forceinline__ void residues_a(int bx, int by, int RA_Y, int M, int K, int KP, const float* __restrict__ A,
+                                           const unsigned* __restrict__ rowMax, uint32_t* __restrict__ resA) {
+    const int x = bx * 256 + threadIdx.x;
     if (x * 4 >= KP) return;
     const int bits = operand_bits(K);
     const bool vec = (K & 3) == 0 && aligned16(A);
-    for (int row = blockIdx.y; row < M; row += gridDim.y) {
+    for (int row = by; row < M; row += RA_Y) {
         const Pow2 e = pow2_split(scale_exponent(rowMax[row], bits));
         const float* a = A + (size_t)row * K;
         int v[4] = {0, 0, 0, 0};
@@ -206,13 +272,12 @@ extern "C" __global__ void ozaki_residues_a(int M, int K, int KP, const float* _
     }
 }
 
-// B's residues, transposed through shared memory: a block takes 64 rows (k) x 32 columns (n) of B,
+// B's residues, transposed through shared memory: block (bx, by) takes 64 rows (k) x 32 columns (n) of B,
 // reads them along n (coalesced), and writes each column's 64 k as 16 words a modulus along k.
-extern "C" __global__ void __launch_bounds__(256) ozaki_residues_b(int K, int N, int KP, const float* __restrict__ B,
-                                                                   const unsigned* __restrict__ colMax,
-                                                                   uint32_t* __restrict__ resB) {
+__device__ __forceinline__ void residues_b(int bx, int by, int K, int N, int KP, const float* __restrict__ B,
+                                           const unsigned* __restrict__ colMax, uint32_t* __restrict__ resB) {
     __shared__ int t[32][65];  // [n][k], one word of padding: the column reads of the write phase are conflict-free
-    const int k0 = blockIdx.y * 64, n0 = blockIdx.x * 32, tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+    const int k0 = by * 64, n0 = bx * 32, tx = threadIdx.x % 32, ty = threadIdx.x / 32;
     const int bits = operand_bits(K);
     {
         const int col = n0 + tx;
@@ -231,6 +296,22 @@ extern "C" __global__ void __launch_bounds__(256) ozaki_residues_b(int K, int N,
             const int v[4] = {t[n][4 * q], t[n][4 * q + 1], t[n][4 * q + 2], t[n][4 * q + 3]};
             store_residues(resB + (size_t)col * (KP / 4) + k / 4, (size_t)N * (KP / 4), v);
         }
+    }
+}
+
+// Blocks of 256: the first RA_X RA_Y are A's (RA_X covering a row's KP / 4 words, RA_Y rows at a time: the
+// config's sizes), the rest B's, ceil(N / 32) of them a 64-row band of K. The two read different operands and
+// write different buffers, so one launch does both without a drain and a ramp between them.
+extern "C" __global__ void __launch_bounds__(256) ozaki_residues(int M, int N, int K, int KP, int RA_X, int RA_Y,
+                                                                 const float* __restrict__ A, const float* __restrict__ B,
+                                                                 const unsigned* __restrict__ maxima,
+                                                                 uint32_t* __restrict__ resA, uint32_t* __restrict__ resB) {
+    const int aBlocks = RA_X * RA_Y, b = blockIdx.x;
+    if (b < aBlocks) {
+        residues_a(b % RA_X, b / RA_X, RA_Y, M, K, KP, A, maxima, resA);
+    } else {
+        const int bx = (N + 31) / 32;
+        residues_b((b - aBlocks) % bx, (b - aBlocks) / bx, K, N, KP, B, maxima + M, resB);
     }
 }
 
@@ -415,40 +496,75 @@ ozaki_int8_gemm(int M, int N, int KP, int NP, unsigned char* __restrict__ prod) 
 
 // ---- reconstruction ----------------------------------------------------------------------------------
 
-// The CRT terms of modulus J onwards for four consecutive columns (one 32-bit load a plane, byte i =
-// column i), their constants evaluated at compile time: S modulo 2^32 in integers, and x = sum_j r_j u_j / m_j
-// (= S / P) in double, r_j made a double without a conversion instruction (2^52 + r_j has r_j as its low word).
-// x is within 2^-39 of the exact sum: u_j / m_j rounded once, eight fused multiply-adds of values below 2^11.
+// Byte i of a word, zero-extended; a 32-bit unsigned as a double without a conversion (2^52 + r has r as its
+// low word, less 2^52); a double's low word. Device instructions in the kernels, the same bits on the host,
+// where the tests compile the reconstruction's arithmetic (crt_terms, crt_parts) and compare it with integers.
+__host__ __device__ __forceinline__ unsigned byte_of(unsigned word, int i) {
+#ifdef __CUDA_ARCH__
+    return __byte_perm(word, 0u, 0x4440u | i);
+#else
+    return (word >> (8 * i)) & 0xFFu;
+#endif
+}
+__host__ __device__ __forceinline__ double exact_double(unsigned r) {
+#ifdef __CUDA_ARCH__
+    return __hiloint2double(0x43300000, (int)r) - 0x1p52;
+#else
+    const unsigned long long bits = 0x4330000000000000ull | r;
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    return d - 0x1p52;
+#endif
+}
+__host__ __device__ __forceinline__ unsigned low_word(double d) {
+#ifdef __CUDA_ARCH__
+    return (unsigned)__double2loint(d);
+#else
+    unsigned long long bits;
+    memcpy(&bits, &d, sizeof bits);
+    return (unsigned)bits;
+#endif
+}
+
+// The CRT terms of modulus J onwards for four consecutive columns from one word a plane (word j: byte i =
+// column i's product modulo m_j), their constants evaluated at compile time: S modulo 2^32 in integers, and
+// x = sum_j r_j u_j / m_j (= S / P) in double. x is within 2^-39 of the exact sum: u_j / m_j rounded once,
+// eight fused multiply-adds of values below 2^11.
 template <int J = 0>
-__device__ __forceinline__ void crt_terms(const unsigned char* p, size_t plane, unsigned (&s)[4], double (&x)[4]) {
+__host__ __device__ __forceinline__ void crt_terms(const unsigned (&w)[NMOD], unsigned (&s)[4], double (&x)[4]) {
     if constexpr (J < NMOD) {
         constexpr unsigned W = (unsigned)crt_weight(J);                   // W_j modulo 2^32
         constexpr double F = (double)crt_inverse(J) / (double)modulus(J);  // W_j / P, rounded once
-        const unsigned word = __ldg(reinterpret_cast<const unsigned*>(p + J * plane));
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const unsigned r = __byte_perm(word, 0u, 0x4440u | i);  // byte i, zero-extended
+            const unsigned r = byte_of(w[J], i);
             s[i] += r * W;                                           // wraps modulo 2^32
-            x[i] = fma(__hiloint2double(0x43300000, (int)r) - 0x1p52, F, x[i]);
+            x[i] = fma(exact_double(r), F, x[i]);
         }
-        crt_terms<J + 1>(p, plane, s, x);
+        crt_terms<J + 1>(w, s, x);
     }
 }
 
-// v from S modulo 2^32 and x, exactly, and as a double rounded once. n = rint(x) (x lies at least 2^-21 from a
-// half-integer: |v| <= P/2 - P/2^21, operand_bits); x - n = v / P exactly in double, so (x - n) P is v within
-// 2^25; v's low 32 bits are S - n P modulo 2^32, and its high ones floor(v / 2^32) the nearest integer of
+// v from S modulo 2^32 and x, exactly, as its high and low words (each a double holding an integer):
+// v = high 2^32 + low. n = rint(x) (x lies at least 2^-21 from a half-integer: |v| <= P/2 - P/2^21,
+// operand_bits); x - n is exact in double and within 2^-39 of v / P, so (x - n) P is v within 2^25; v's low
+// 32 bits are S - n P modulo 2^32, and its high ones floor(v / 2^32) the nearest integer of
 // ((x - n) P - low) 2^-32 (within 2^-6 of it). Adding 1.5 2^52 rounds a double below 2^51 to an integer and
-// leaves that integer in the low word; 2^52 + a 32-bit integer is that integer exactly.
-__device__ __forceinline__ double crt_value(unsigned s, double x) {
+// leaves that integer in the low word.
+struct CrtParts { double high, low; };
+__host__ __device__ __forceinline__ CrtParts crt_parts(unsigned s, double x) {
     constexpr double ROUND = 0x1.8p52;
     const double xr = x + ROUND;
-    const unsigned n = (unsigned)__double2loint(xr);
+    const unsigned n = low_word(xr);
     const double near = (x - (xr - ROUND)) * (double)P;             // v within 2^25
     const unsigned low = s - n * (unsigned)P;                         // v modulo 2^32
-    const double lowd = __hiloint2double(0x43300000, (int)low) - 0x1p52;
-    const double high = ((near - lowd) * 0x1p-32 + ROUND) - ROUND;   // floor(v / 2^32)
-    return fma(high, 0x1p32, lowd);                                   // v, rounded once
+    const double lowd = exact_double(low);
+    return {((near - lowd) * 0x1p-32 + ROUND) - ROUND, lowd};         // floor(v / 2^32), v modulo 2^32
+}
+// v rounded once to a double.
+__host__ __device__ __forceinline__ double crt_value(unsigned s, double x) {
+    const CrtParts v = crt_parts(s, x);
+    return fma(v.high, 0x1p32, v.low);
 }
 
 // 2^-x as a double (|x| well inside the double's exponent range: |e_i + f_n| < 400 here).
@@ -458,8 +574,10 @@ __device__ __forceinline__ double pow2_neg(int x) { return __longlong_as_double(
 // multiple of 16, so the four bytes of a plane are one aligned word even past N): the CRT sum of their
 // NMOD bytes (above), 2^-(e_i + f_n), alpha and beta, in double, rounded once to FP32.
 extern "C" __global__ void ozaki_reconstruct(int M, int N, int K, int NP, const unsigned char* __restrict__ prod,
-                                             const unsigned* __restrict__ rowMax, const unsigned* __restrict__ colMax,
-                                             float alpha, float beta, float* __restrict__ C) {
+                                             const unsigned* __restrict__ maxima, float alpha, float beta,
+                                             float* __restrict__ C) {
+    const unsigned* rowMax = maxima;      // maxima[0, M): rows of A
+    const unsigned* colMax = maxima + M;  // maxima[M, M + N): columns of B
     const int col = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
     if (col >= N) return;
     const int bits = operand_bits(K);
@@ -472,10 +590,14 @@ extern "C" __global__ void ozaki_reconstruct(int M, int N, int K, int NP, const 
         bad[i] = cm >= 0x7F800000u;
     }
     const bool vec = (N & 3) == 0 && aligned16(C);  // rows on 16-byte boundaries: one float4 a thread
+    const size_t plane = (size_t)M * NP;            // a modulus's product bytes
     for (int row = blockIdx.y; row < M; row += gridDim.y) {
-        unsigned s[4] = {0, 0, 0, 0};
+        unsigned w[NMOD], s[4] = {0, 0, 0, 0};
         double x[4] = {0.0, 0.0, 0.0, 0.0};
-        crt_terms(prod + (size_t)row * NP + col, (size_t)M * NP, s, x);
+        const unsigned char* p = prod + (size_t)row * NP + col;
+#pragma unroll
+        for (int j = 0; j < NMOD; ++j) w[j] = __ldg(reinterpret_cast<const unsigned*>(p + j * plane));
+        crt_terms(w, s, x);
         const unsigned rm = rowMax[row];
         const int e = scale_exponent(rm, bits);
         float* c = C + (size_t)row * N + col;

@@ -21,8 +21,7 @@ import ozaki2_model as model  # noqa: E402
 from ozaki2 import bits_for  # noqa: E402
 
 SOURCE = ROOT / "kernels" / "22_ozaki2_int8.cu"
-ENTRIES = {"ozaki_row_max", "ozaki_col_max", "ozaki_residues_a", "ozaki_residues_b", "ozaki_int8_gemm",
-           "ozaki_reconstruct"}
+ENTRIES = {"ozaki_maxima", "ozaki_residues", "ozaki_int8_gemm", "ozaki_reconstruct"}
 
 
 @pytest.mark.parametrize("count", [8, 7])
@@ -80,32 +79,48 @@ def test_the_width_keeps_outputs_below_half_p_with_room_and_is_the_widest_that_d
     assert bits <= model.beta_bits(model.moduli(count), k)  # never wider than the model's
 
 
-def _as_the_kernel_does(products: list[np.ndarray], mods: list[int]) -> np.ndarray:
-    """ozaki_reconstruct's arithmetic (crt_terms, crt_value): r_j = product mod m_j as a byte; S mod 2^32 from
-    the weights; x = sum r_j u_j / m_j in double (here each product rounded before its sum: the kernel's fused
-    multiply-add rounds once less); n = rint(x); (x - n) P near v; v's low word S - n P mod 2^32, its high word
-    the nearest integer of (near - low) 2^-32. Returns v as int64."""
-    p = math.prod(mods)
-    s = np.zeros(products[0].shape, np.uint64)
-    x = np.zeros(products[0].shape, np.float64)
-    for c, m in zip(products, mods):
-        r = np.mod(c, m).astype(np.uint64)
-        big = p // m
-        u = pow(big, -1, m)
-        s = (s + r * np.uint64(big * u % 2**32)) % np.uint64(2**32)
-        x = r.astype(np.float64) * (float(u) / float(m)) + x
-    round_ = 1.5 * 2.0**52
-    xr = x + round_
-    n = (xr - round_).astype(np.uint64)
-    near = (x - (xr - round_)) * float(p)
-    low = (s - n * np.uint64(p % 2**32)) % np.uint64(2**32)
-    high = ((near - low.astype(np.float64)) * 2.0**-32 + round_) - round_
-    return high.astype(np.int64) * np.int64(2**32) + low.astype(np.int64)
+_BUILT: dict[int, str] = {}
+
+
+def _kernel_reconstruction(count: int, nvcc: str, tmp_path) -> str:
+    """A host build of the kernel file's reconstruction (crt_terms, then crt_parts for each of four columns):
+    it reads lines of `count` 32-bit words (word j: byte i = column i's residue modulo m_j) and prints each
+    column's v as its high and low words."""
+    if count not in _BUILT:
+        main = tmp_path / f"crt{count}.cu"
+        main.write_text(f'#include "{SOURCE}"\n#include <cstdio>\n'
+                        "int main() { unsigned w[NMOD];\n"
+                        "  while (true) {\n"
+                        "    for (int j = 0; j < NMOD; ++j) if (scanf(\"%u\", &w[j]) != 1) return 0;\n"
+                        "    unsigned s[4] = {0, 0, 0, 0}; double x[4] = {0, 0, 0, 0};\n"
+                        "    crt_terms(w, s, x);\n"
+                        "    for (int i = 0; i < 4; ++i) { const CrtParts v = crt_parts(s[i], x[i]);\n"
+                        "      printf(\"%.0f %.0f\\n\", v.high, v.low); } } }\n")
+        exe = tmp_path / f"crt{count}"
+        proc = subprocess.run([nvcc, "-gencode", "arch=compute_90a,code=sm_90a", f"-DNMOD={count}",
+                               f"-I{ROOT / 'kernels'}", str(main), "-o", str(exe)], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        _BUILT[count] = str(exe)
+    return _BUILT[count]
+
+
+def _as_the_kernel_does(values: list[int], mods: list[int], exe: str) -> list[int]:
+    """The kernel's reconstruction of integers from their residues: four to a line, one byte each in a word
+    a modulus (so that every byte position is read); v = high 2^32 + low as the kernel's parts give it."""
+    padded = list(values) + [0] * (-len(values) % 4)
+    lines = []
+    for q in range(0, len(padded), 4):
+        words = [sum((v % m) << (8 * i) for i, v in enumerate(padded[q:q + 4])) for m in mods]
+        lines.append(" ".join(str(w) for w in words))
+    out = subprocess.run([exe], input="\n".join(lines) + "\n", capture_output=True, text=True, check=True).stdout
+    got = [int(float(h)) * 2**32 + int(float(lo)) for h, lo in (line.split() for line in out.splitlines())]
+    return got[:len(values)]
 
 
 @pytest.mark.parametrize("count", [7, 8])
-def test_the_kernel_s_reconstruction_is_the_integer_product_worst_cases_included(count):
+def test_the_kernel_s_reconstruction_is_the_integer_product_worst_cases_included(count, nvcc, tmp_path):
     mods = model.moduli(count)
+    exe = _kernel_reconstruction(count, nvcc, tmp_path)
     rng = np.random.default_rng(3)
     for k in (5, 300, 24410):
         bits = bits_for(k, count)
@@ -115,16 +130,14 @@ def test_the_kernel_s_reconstruction_is_the_integer_product_worst_cases_included
         a[0], b[:, 0] = top, top            # the largest product: K 4^bits
         a[1], b[:, 1] = -top, top           # and the most negative
         a[2], b[:, 2] = top, 0
-        exact = np.array([[sum(int(x) * int(y) for x, y in zip(a[i], b[:, j])) for j in range(5)] for i in range(6)],
-                         dtype=object)
-        products = [model.residue(a, m).astype(np.int64) @ model.residue(b, m).astype(np.int64) for m in mods]
-        got = _as_the_kernel_does(products, mods)
-        assert np.array_equal(got.astype(object), exact)
-        assert got[0, 0] == k * top * top and got[1, 1] == -k * top * top
+        exact = [sum(int(x) * int(y) for x, y in zip(a[i], b[:, j])) for i in range(6) for j in range(5)]
+        got = _as_the_kernel_does(exact, mods, exe)  # from the product's residues, as the INT8 GEMMs leave them
+        assert got == exact
+        assert got[0] == k * top * top and got[6] == -k * top * top
 
 
 @pytest.mark.parametrize("count", [7, 8])
-def test_the_reconstruction_finds_the_value_at_the_width_s_edges_and_between(count):
+def test_the_reconstruction_finds_the_value_at_the_width_s_edges_and_between(count, nvcc, tmp_path):
     """Every product the width allows (|v| <= P/2 - P/2^21) comes back from its residues, the values nearest
     the half of P (where the double sum's error meets the 2^-21 of room) and the largest ones (where (x - n) P
     is furthest from v) included."""
@@ -134,8 +147,7 @@ def test_the_reconstruction_finds_the_value_at_the_width_s_edges_and_between(cou
     rng = np.random.default_rng(11)
     edges = [0, 1, -1, room, -room, room - 1, -room + 1, room // 2, -(room // 2)]
     values = edges + [int(x) for x in rng.integers(-room, room + 1, 20000, dtype=np.int64)]
-    got = _as_the_kernel_does([np.array([v % m for v in values], dtype=np.int64) for m in mods], mods)
-    assert [int(g) for g in got] == values
+    assert _as_the_kernel_does(values, mods, _kernel_reconstruction(count, nvcc, tmp_path)) == values
 
 
 def test_the_kernel_s_residue_bytes_are_the_model_s(nvcc, tmp_path):

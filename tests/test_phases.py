@@ -59,18 +59,23 @@ def test_the_plan_covers_every_output_residue_and_word(spec, mnk):
     work = {b.name: b for b in plan.workspace}
     assert work["res_a"].bytes == p["NMOD"] * m * kp and work["res_b"].bytes == p["NMOD"] * n * kp
     assert work["prod"].bytes == p["NMOD"] * m * np_
-    assert work["row_max"].zero and work["col_max"].zero and not work["prod"].zero
+    assert work["maxima"].bytes == 4 * (m + n) and work["maxima"].zero and not work["prod"].zero
     by = {ph.entry: ph.launch for ph in plan.phases}
     assert [ph.entry for ph in plan.phases][-1] == "ozaki_reconstruct"  # the products before the sum
     gemm = by["ozaki_int8_gemm"]
     assert gemm.grid[0] * p["BN"] >= n and gemm.grid[1] * p["BM"] >= m and gemm.grid[2] == p["NMOD"]
     assert gemm.threads == 128 * (p["BM"] // 64 + 1) and gemm.shared_bytes > 48 * 1024
-    # one thread a word of four K elements (rows by a grid-stride loop), one a word of four columns
-    assert by["ozaki_residues_a"].grid[0] * by["ozaki_residues_a"].block[0] * 4 >= kp
+    # the reconstruction: a thread a word of four columns (rows by a grid-stride loop)
     assert by["ozaki_reconstruct"].grid[0] * by["ozaki_reconstruct"].block[0] * 4 >= n
-    # B's residues: blocks of 64 k x 32 columns; the maxima: 1024 columns of a row, 256 rows of a column
-    assert by["ozaki_residues_b"].grid[0] * 32 >= n and by["ozaki_residues_b"].grid[1] * 64 >= kp
-    assert by["ozaki_row_max"].grid[0] * 1024 >= k and by["ozaki_col_max"].grid[1] * 256 >= k
+    # the maxima, as the kernel splits its blocks: ceil(K / 1024) for each 8 rows of A, then ceil(N / 128)
+    # for each 256 rows of B
+    assert by["ozaki_maxima"].grid[0] == -(-k // 1024) * -(-m // 8) + -(-n // 128) * -(-k // 256)
+    # the residues: RA_X x RA_Y of A's (a thread a word of four K elements, rows by a grid-stride loop over
+    # RA_Y), then B's, 64 k x 32 columns each
+    rx, ry = plan.names["RA_X"], plan.names["RA_Y"]
+    assert rx * 256 * 4 >= kp > (rx - 1) * 256 * 4 and 1 <= ry <= min(m, 65535)
+    assert by["ozaki_residues"].grid[0] == rx * ry + -(-n // 32) * -(-kp // 64)
+    assert all(launch.threads == 256 for e, launch in by.items() if e != "ozaki_int8_gemm")
     assert all(launch.grid[1] <= 65535 and launch.grid[2] <= 65535 for launch in by.values())
 
 
@@ -148,19 +153,19 @@ def _phase(raw, i, **change):
 @pytest.mark.parametrize("change, needle", [
     (lambda raw: dict(entry="ozaki_nothing"), "entry ozaki_nothing (the main phase) is not among the phases"),
     (lambda raw: dict(shapes="rows16"), "geometry 'phases' handles its own shapes; set shapes: any"),
-    (lambda raw: dict(phases=_phase(raw, 0, args=["M", "K", "A", "rowmax"])),
-     "phases[0] (ozaki_row_max).args: rowmax is no parameter, size, M, N, K, alpha, beta, A, B, C or workspace buffer"),
-    (lambda raw: dict(phases=_phase(raw, 4, grid=["(N + BX - 1) // BX", 1, "NMOD"])),
-     "phases[4].grid[0] '(N + BX - 1) // BX' uses unknown name(s) BX"),
-    (lambda raw: dict(phases=_phase(raw, 4, shared="K * 2")), "phases[4].shared 'K * 2' uses unknown name(s) K"),
-    (lambda raw: dict(phases=_phase(raw, 2, block=[2048])), "phase ozaki_residues_a's block (2048, 1, 1) is outside CUDA's limits"),
-    (lambda raw: dict(phases=_phase(raw, 0, block=[32, 8, 128])), "phase ozaki_row_max's block (32, 8, 128) is outside"),
+    (lambda raw: dict(phases=_phase(raw, 0, args=["M", "N", "K", "A", "B", "rowmax"])),
+     "phases[0] (ozaki_maxima).args: rowmax is no parameter, size, M, N, K, alpha, beta, A, B, C or workspace buffer"),
+    (lambda raw: dict(phases=_phase(raw, 2, grid=["(N + BX - 1) // BX", 1, "NMOD"])),
+     "phases[2].grid[0] '(N + BX - 1) // BX' uses unknown name(s) BX"),
+    (lambda raw: dict(phases=_phase(raw, 2, shared="K * 2")), "phases[2].shared 'K * 2' uses unknown name(s) K"),
+    (lambda raw: dict(phases=_phase(raw, 1, block=[2048])), "phase ozaki_residues's block (2048, 1, 1) is outside CUDA's limits"),
+    (lambda raw: dict(phases=_phase(raw, 0, block=[32, 8, 128])), "phase ozaki_maxima's block (32, 8, 128) is outside"),
     (lambda raw: dict(params={"NMOD": 8, "BM": 128, "BN": 256, "STAGES": 4, "INFLIGHT": 1, "A": 1}),
      "A names an operand"),
     (lambda raw: dict(sweep={"BM": [64, 128]}), "a stage of several kernels has no tile sweep"),
     (lambda raw: dict(workspace=_entry(raw)["workspace"] + [{"name": "spare", "bytes": "1 - 2 * M"}]),
      "workspace spare of a negative size"),
-    (lambda raw: dict(phases=_phase(raw, 1, entry="ozaki_row_max")), "phases launch an entry twice"),
+    (lambda raw: dict(phases=_phase(raw, 1, entry="ozaki_maxima")), "phases launch an entry twice"),
     (lambda raw: dict(sizes={"KP": "(K + 15) // 16 * 16", "NP": "KQ + N"}), "sizes.NP 'KQ + N' uses unknown name(s) KQ"),
     (lambda raw: dict(sizes={"K": "16"}), "sizes.K shadows a parameter or M, N, K"),
     (lambda raw: dict(workspace=[{"name": "row_max", "bytes": "4 * M"}, {"name": "row_max", "bytes": 4}]),
@@ -191,7 +196,7 @@ def test_the_main_phase_s_rate_is_put_against_its_measured_roof(spec, lab):
     assert phases.main_ops(spec, Shape(m=10, n=10, k=17)) == 2 * 10 * 10 * spec.params["PADK"] * spec.params["NMOD"]
     assert phases.main_ops(spec.with_params(PADK=16), Shape(m=10, n=10, k=17)) == 2 * 10 * 10 * 32 * spec.params["NMOD"]
     line = profiled_part(spec, (4096, 4096, 4096), ops / 1e6, {"int8_tops": 2000.0})  # ns: 1000 TOPS
-    assert line.startswith(", of its main phase `ozaki_int8_gemm` alone (one of its 6 kernels): ")
+    assert line.startswith(", of its main phase `ozaki_int8_gemm` alone (one of its 4 kernels): ")
     assert "1000 TOPS, 50.0% of the INT8 tensor probe's 2000" in line
     assert "no INT8 tensor roof measured" in profiled_part(spec, (4096, 4096, 4096), 1e6, {})
     assert profiled_part(lab.kernel("17_wgmma_tf32"), (4096, 4096, 4096), 1e6, {"int8_tops": 1.0}) == ""

@@ -10,10 +10,10 @@ committed run measured fastest for the shape's class.
 Arrays are float32, two-dimensional and row-major (C order), on the GPU of the lab's context (the first
 visible one; ``CUDA_DEVICE=<ordinal>`` picks another), their addresses 16-byte aligned (what the stages'
 vector and tensor-memory loads need), c apart from a and b; they are read through the CUDA array interface
-(``__cuda_array_interface__``: CuPy arrays, PyTorch CUDA tensors, Numba device arrays). The product runs in
-the order of the caller's stream (``stream=``, else the stream the arrays' interface names: the current
-stream of CuPy or PyTorch): after the work queued there, before the work queued there next, without
-waiting on the host (``gpu.interop``).
+(``__cuda_array_interface__``: CuPy arrays, PyTorch CUDA tensors, PyCUDA and Numba device arrays). The
+product runs in the order of the caller's stream (``stream=``, else the stream the arrays' interface names:
+the current stream of CuPy or PyTorch): after the work queued there, before the work queued there next,
+without waiting on the host (``gpu.interop``).
 
 Which stage runs (``stage=None``): the run's tables (``run``, default the committed H100 reference
 ``reports/h100``) are read as the report's summary reads them (``report.summary.pick``): among the stages
@@ -267,6 +267,11 @@ def _empty_like(a, rows: int, cols: int):
 
         with cupy.cuda.Device(a.device.id):
             return cupy.empty((rows, cols), dtype=cupy.float32)
+    if module == "pycuda":  # in the lab's context, which PyCUDA arrays share
+        import numpy as np
+        import pycuda.gpuarray as garray
+
+        return garray.empty((rows, cols), np.float32)
     raise LabError(f"matmul: cannot make an output like a {type(a).__name__}: pass c (float32, {rows}x{cols})")
 
 
@@ -307,7 +312,7 @@ def matmul(a, b, c=None, *, alpha: float = 1.0, beta: float = 0.0, stage: str | 
     """``c = alpha * a @ b + beta * c`` by one of the lab's stages; returns ``c`` (a new array of ``a``'s
     kind when ``c`` is None, in which case ``beta`` must be 0). ``stage`` names the stage; otherwise the
     run's tables choose it (module docstring). ``config``: the configuration file (default the lab's).
-    ``stream``: the caller's stream (a handle, a PyTorch or CuPy stream; default the one the arrays name)."""
+    ``stream``: the caller's stream (a handle, a PyTorch, CuPy or PyCUDA stream; default the one the arrays name)."""
     global _stream_order
     from .config.shape_classes import classes_of
     from .gpu.device import device_info, driver

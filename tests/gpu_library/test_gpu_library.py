@@ -1,4 +1,5 @@
-"""sgemm_lab.library.matmul on the GPU, on CuPy arrays and PyTorch tensors: the result against float64,
+"""sgemm_lab.library.matmul on the GPU, on CuPy arrays, PyTorch tensors and PyCUDA arrays (the lab's own
+dependency, so that a GPU host with neither of the others runs it too): the result against float64,
 held to the stage's class limit with cuBLAS's own error on the same inputs (``results.verify.limit_for``),
 for the stage the committed run's tables choose in each race and for alpha/beta variants, with the output
 poisoned (NaN) where beta = 0. By hand on a GPU host (the CPU suite does not collect this folder):
@@ -34,6 +35,13 @@ def _libraries():
             out.append("torch")
     except Exception:  # noqa: BLE001
         pass
+    try:
+        from sgemm_lab.gpu.device import driver
+
+        driver()  # the lab's context: PyCUDA with a GPU
+        out.append("pycuda")
+    except Exception:  # noqa: BLE001
+        pass
     return out
 
 
@@ -52,6 +60,26 @@ class Lib:
             self.to_host = lambda x: cupy.asnumpy(x)
             self.matmul = lambda a, b: a @ b
             self.sync = lambda: cupy.cuda.runtime.deviceSynchronize()
+        elif name == "pycuda":
+            import pycuda.gpuarray as garray
+
+            from sgemm_lab.gpu.device import driver
+            from sgemm_lab.gpu.launch import CublasLauncher
+
+            cuda = driver()
+            stream = cuda.Stream()
+            sgemm = CublasLauncher(stream)  # cuBLAS strict FP32, the baseline
+
+            def product(a, b):
+                c = garray.empty((a.shape[0], b.shape[1]), np.float32)
+                sgemm(Shape(m=a.shape[0], n=b.shape[1], k=a.shape[1]), 1.0, a.gpudata, b.gpudata, 0.0, c.gpudata, stream)
+                stream.synchronize()
+                return c
+
+            self.to_gpu = garray.to_gpu
+            self.to_host = lambda x: x.get()
+            self.matmul = product
+            self.sync = cuda.Context.synchronize
         else:
             import torch
 
@@ -71,7 +99,7 @@ def cfg():
     return load(ROOT / "config" / "config.yaml")
 
 
-@pytest.mark.skipif(not LIBS, reason="neither CuPy nor PyTorch sees a GPU here")
+@pytest.mark.skipif(not LIBS, reason="neither CuPy, PyTorch nor PyCUDA sees a GPU here")
 @pytest.mark.parametrize("lib", LIBS)
 @pytest.mark.parametrize("race", ["fp32", "fp32_accurate"])
 @pytest.mark.parametrize("mnk", SHAPES)
@@ -100,7 +128,7 @@ def test_matmul_matches_float64_within_the_stage_class_limit(cfg, lib, race, mnk
         assert err < limit, f"{stage} {mnk} alpha={alpha} beta={beta}: error {err:.3g} >= limit {limit:.3g}"
 
 
-@pytest.mark.skipif(not LIBS, reason="neither CuPy nor PyTorch sees a GPU here")
+@pytest.mark.skipif(not LIBS, reason="neither CuPy, PyTorch nor PyCUDA sees a GPU here")
 @pytest.mark.parametrize("lib", LIBS)
 def test_without_c_a_new_array_of_the_inputs_kind_is_returned(cfg, lib):
     L = Lib(lib)
@@ -116,7 +144,7 @@ def test_without_c_a_new_array_of_the_inputs_kind_is_returned(cfg, lib):
     assert _rel(L.to_host(out), ref) < limit
 
 
-@pytest.mark.skipif(not LIBS, reason="neither CuPy nor PyTorch sees a GPU here")
+@pytest.mark.skipif(not LIBS, reason="neither CuPy, PyTorch nor PyCUDA sees a GPU here")
 @pytest.mark.parametrize("lib", LIBS)
 def test_the_product_runs_in_the_order_of_the_caller_s_stream(cfg, lib):
     """On a non-blocking stream of the caller's (which the legacy default stream does not wait for): the
@@ -143,6 +171,22 @@ def test_the_product_runs_in_the_order_of_the_caller_s_stream(cfg, lib):
             out = matmul(ga, gb, gc, stage="11_general")
             got = out.clone()
         side.synchronize()
+    elif lib == "pycuda":
+        from sgemm_lab.gpu.device import driver
+        from sgemm_lab.gpu.launch import CublasLauncher
+
+        cuda = driver()
+        side = cuda.Stream(flags=1)  # CU_STREAM_NON_BLOCKING
+        x, y = L.to_gpu(np.full((4096, 4096), 1e-4, np.float32)), L.to_gpu(np.zeros((4096, 4096), np.float32))
+        busy = CublasLauncher(side)
+        for _ in range(30):  # tens of milliseconds of work ahead of the inputs' copies
+            busy(Shape(m=4096, n=4096, k=4096), 1.0, x.gpudata, x.gpudata, 0.0, y.gpudata, side)
+        cuda.memcpy_dtod_async(ga.gpudata, src_a.gpudata, a.nbytes, side)
+        cuda.memcpy_dtod_async(gb.gpudata, src_b.gpudata, b.nbytes, side)
+        out = matmul(ga, gb, gc, stage="11_general", stream=side)
+        got = L.to_gpu(np.zeros((m, n), np.float32))
+        cuda.memcpy_dtod_async(got.gpudata, out.gpudata, 4 * m * n, side)
+        side.synchronize()
     else:
         import cupy
 
@@ -160,7 +204,7 @@ def test_the_product_runs_in_the_order_of_the_caller_s_stream(cfg, lib):
     assert _rel(L.to_host(got), ref) < limit
 
 
-@pytest.mark.skipif(not LIBS, reason="neither CuPy nor PyTorch sees a GPU here")
+@pytest.mark.skipif(not LIBS, reason="neither CuPy, PyTorch nor PyCUDA sees a GPU here")
 @pytest.mark.parametrize("lib", LIBS)
 def test_a_view_off_a_16_byte_boundary_and_an_overlapping_c_are_refused(lib):
     from sgemm_lab.errors import LabError
@@ -176,7 +220,7 @@ def test_a_view_off_a_16_byte_boundary_and_an_overlapping_c_are_refused(lib):
 PHASED = [k.id for k in load(ROOT / "config" / "config.yaml").kernels if k.geometry == "phases"]
 
 
-@pytest.mark.skipif(not LIBS, reason="neither CuPy nor PyTorch sees a GPU here")
+@pytest.mark.skipif(not LIBS, reason="neither CuPy, PyTorch nor PyCUDA sees a GPU here")
 @pytest.mark.parametrize("lib", LIBS)
 @pytest.mark.parametrize("stage", PHASED)
 @pytest.mark.parametrize("mnk", SHAPES)

@@ -4,12 +4,14 @@ SGEMM's on the check's input distributions and alpha/beta modes, and its time pe
 SGEMM and the INT8 GEMMs of cuBLAS and cuBLASLt on the same residues (int8_baselines), under the lab's
 exclusive GPU lock.
 
-    python tools/probes/ozaki2.py --out ozaki2.json [--set NMOD=7 ...] [--variant NAME=P=V,...] [--before FILE]
+    python tools/probes/ozaki2.py --out ozaki2.json [--set NMOD=7 ...] [--variant NAME=P=V,...]
+                                  [--before FILE [--before-config CONFIG]]
 
 ``--before``: an earlier version of the stage's source (beside a copy of today's kernels/common.cuh), built with
-the same parameters and launched by today's config entry (its phases, grids, arguments and workspace: an
-earlier source whose kernels take other arguments is not for this): its outputs on every check input compared
-with the current build's bit for bit, and its whole call and phases timed on the same inputs, in the same run.
+the same parameters and launched by today's config entry (its phases, grids, arguments and workspace), or by
+the entry of ``--before-config`` (the config.yaml of the same earlier commit) where its kernels were others:
+its outputs on every check input compared with the current build's bit for bit, and its whole call and phases
+timed on the same inputs, in the same run.
 
 Error: relative Frobenius error against float64 (results.verify.compare), the stage's and cuBLAS's on
 the same inputs; integer inputs must come back exactly. Time: CUDA events, warm-up by time, median of
@@ -57,12 +59,12 @@ def before_spec(spec, source: Path, into: Path):
     return dataclasses.replace(spec, id=f"{spec.id}-before", source=str(into / spec.source))
 
 
-def stage_spec():
-    """The stage's entry in config/config.yaml."""
+def stage_spec(config: Path = ROOT / "config" / "config.yaml"):
+    """The stage's entry in ``config`` (today's config/config.yaml unless another is named)."""
     from sgemm_lab.config.files import read
     from sgemm_lab.config.load import from_dict
 
-    return from_dict(read(ROOT / "config" / "config.yaml")).kernel(STAGE)
+    return from_dict(read(config)).kernel(STAGE)
 
 
 def build(specs: list) -> list[bytes]:
@@ -257,6 +259,7 @@ def main() -> None:
     ap.add_argument("--variant", nargs="*", default=[], metavar="NAME=P=V,...",
                     help="another build (parameters changed) whose main phase is timed too")
     ap.add_argument("--before", type=Path, help="an earlier source of the stage: outputs compared, every part timed")
+    ap.add_argument("--before-config", type=Path, help="the config.yaml of --before's commit, whose entry launches it")
     args = ap.parse_args()
     shape = lambda text: tuple(int(x) for x in text.split("x"))  # noqa: E731
     params = lambda items: {k: int(v) for k, v in (i.split("=") for i in items)}  # noqa: E731
@@ -266,7 +269,10 @@ def main() -> None:
 
     spec = stage_spec().with_params(**params(args.set))
     variants = {v.split("=", 1)[0]: spec.with_params(**params(v.split("=", 1)[1].split(","))) for v in args.variant}
-    earlier = [] if args.before is None else [before_spec(spec, args.before, Path(tempfile.mkdtemp()))]
+    if args.before_config and not args.before:
+        ap.error("--before-config goes with --before")
+    then = spec if args.before_config is None else stage_spec(args.before_config).with_params(**params(args.set))
+    earlier = [] if args.before is None else [before_spec(then, args.before, Path(tempfile.mkdtemp()))]
     built = build([spec, *variants.values(), *earlier])
     with gpu_lock(exclusive=True):
         dev = device_info()
@@ -279,7 +285,9 @@ def main() -> None:
         timed = bench(oz, sgemm, int8s, [shape(s) for s in args.bench_shapes], dev.pci_bus_id, others, before)
     args.out.write_text(json.dumps(dict(gpu=dev.name, params=dict(spec.params), moduli=moduli(oz.count), check=checked,
                                         bench=timed, before=None if args.before is None else str(args.before),
-                                        before_built_with="today's kernels/common.cuh and config phases",
+                                        before_built_with="today's kernels/common.cuh and " + (
+                                            "config phases" if args.before_config is None else
+                                            f"the phases of {args.before_config}"),
                                         cublaslt_int8_algos={"x".join(map(str, k)): v
                                                              for k, v in int8s[1].algo_info.items()}), indent=1))
     for lib in int8s:  # after the results are written
