@@ -79,29 +79,34 @@ def test_the_width_keeps_outputs_below_half_p_with_room_and_is_the_widest_that_d
     assert bits <= model.beta_bits(model.moduli(count), k)  # never wider than the model's
 
 
-_BUILT: dict[int, str] = {}
-
-
-def _kernel_reconstruction(count: int, nvcc: str, tmp_path) -> str:
-    """A host build of the kernel file's reconstruction (crt_terms, then crt_parts for each of four columns):
-    it reads lines of `count` 32-bit words (word j: byte i = column i's residue modulo m_j) and prints each
+@pytest.fixture(scope="module")
+def reconstruction(tmp_path_factory):
+    """``reconstruction(count, nvcc)``: a host build of the kernel file's reconstruction (crt_terms, then
+    crt_parts for each of four columns), made once a module for each modulus count in a folder of its own: it
+    reads lines of `count` 32-bit words (word j: byte i = column i's residue modulo m_j) and prints each
     column's v as its high and low words."""
-    if count not in _BUILT:
-        main = tmp_path / f"crt{count}.cu"
-        main.write_text(f'#include "{SOURCE}"\n#include <cstdio>\n'
-                        "int main() { unsigned w[NMOD];\n"
-                        "  while (true) {\n"
-                        "    for (int j = 0; j < NMOD; ++j) if (scanf(\"%u\", &w[j]) != 1) return 0;\n"
-                        "    unsigned s[4] = {0, 0, 0, 0}; double x[4] = {0, 0, 0, 0};\n"
-                        "    crt_terms(w, s, x);\n"
-                        "    for (int i = 0; i < 4; ++i) { const CrtParts v = crt_parts(s[i], x[i]);\n"
-                        "      printf(\"%.0f %.0f\\n\", v.high, v.low); } } }\n")
-        exe = tmp_path / f"crt{count}"
-        proc = subprocess.run([nvcc, "-gencode", "arch=compute_90a,code=sm_90a", f"-DNMOD={count}",
-                               f"-I{ROOT / 'kernels'}", str(main), "-o", str(exe)], capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        _BUILT[count] = str(exe)
-    return _BUILT[count]
+    folder = tmp_path_factory.mktemp("crt")
+    built: dict[int, str] = {}
+
+    def build(count: int, nvcc: str) -> str:
+        if count not in built:
+            main = folder / f"crt{count}.cu"
+            main.write_text(f'#include "{SOURCE}"\n#include <cstdio>\n'
+                            "int main() { unsigned w[NMOD];\n"
+                            "  while (true) {\n"
+                            "    for (int j = 0; j < NMOD; ++j) if (scanf(\"%u\", &w[j]) != 1) return 0;\n"
+                            "    unsigned s[4] = {0, 0, 0, 0}; double x[4] = {0, 0, 0, 0};\n"
+                            "    crt_terms(w, s, x);\n"
+                            "    for (int i = 0; i < 4; ++i) { const CrtParts v = crt_parts(s[i], x[i]);\n"
+                            "      printf(\"%.0f %.0f\\n\", v.high, v.low); } } }\n")
+            exe = folder / f"crt{count}"
+            proc = subprocess.run([nvcc, "-gencode", "arch=compute_90a,code=sm_90a", f"-DNMOD={count}",
+                                   f"-I{ROOT / 'kernels'}", str(main), "-o", str(exe)], capture_output=True, text=True)
+            assert proc.returncode == 0, proc.stderr[-2000:]
+            built[count] = str(exe)
+        return built[count]
+
+    return build
 
 
 def _as_the_kernel_does(values: list[int], mods: list[int], exe: str) -> list[int]:
@@ -118,9 +123,9 @@ def _as_the_kernel_does(values: list[int], mods: list[int], exe: str) -> list[in
 
 
 @pytest.mark.parametrize("count", [7, 8])
-def test_the_kernel_s_reconstruction_is_the_integer_product_worst_cases_included(count, nvcc, tmp_path):
+def test_the_kernel_s_reconstruction_is_the_integer_product_worst_cases_included(count, nvcc, reconstruction):
     mods = model.moduli(count)
-    exe = _kernel_reconstruction(count, nvcc, tmp_path)
+    exe = reconstruction(count, nvcc)
     rng = np.random.default_rng(3)
     for k in (5, 300, 24410):
         bits = bits_for(k, count)
@@ -137,7 +142,7 @@ def test_the_kernel_s_reconstruction_is_the_integer_product_worst_cases_included
 
 
 @pytest.mark.parametrize("count", [7, 8])
-def test_the_reconstruction_finds_the_value_at_the_width_s_edges_and_between(count, nvcc, tmp_path):
+def test_the_reconstruction_finds_the_value_at_the_width_s_edges_and_between(count, nvcc, reconstruction):
     """Every product the width allows (|v| <= P/2 - P/2^21) comes back from its residues, the values nearest
     the half of P (where the double sum's error meets the 2^-21 of room) and the largest ones (where (x - n) P
     is furthest from v) included."""
@@ -147,7 +152,7 @@ def test_the_reconstruction_finds_the_value_at_the_width_s_edges_and_between(cou
     rng = np.random.default_rng(11)
     edges = [0, 1, -1, room, -room, room - 1, -room + 1, room // 2, -(room // 2)]
     values = edges + [int(x) for x in rng.integers(-room, room + 1, 20000, dtype=np.int64)]
-    assert _as_the_kernel_does(values, mods, _kernel_reconstruction(count, nvcc, tmp_path)) == values
+    assert _as_the_kernel_does(values, mods, reconstruction(count, nvcc)) == values
 
 
 def test_the_kernel_s_residue_bytes_are_the_model_s(nvcc, tmp_path):

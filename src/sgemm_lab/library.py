@@ -267,7 +267,7 @@ def _empty_like(a, rows: int, cols: int):
 
         with cupy.cuda.Device(a.device.id):
             return cupy.empty((rows, cols), dtype=cupy.float32)
-    if module == "pycuda":  # in the lab's context, which PyCUDA arrays share
+    if module == "pycuda":  # in PyCUDA's current context, where the caller's arrays were made
         import numpy as np
         import pycuda.gpuarray as garray
 

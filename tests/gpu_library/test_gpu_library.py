@@ -48,8 +48,11 @@ def _libraries():
 LIBS = _libraries()
 
 
+_PYCUDA_BASELINE: list = []
+
+
 class Lib:
-    """The few calls a test needs, the same for CuPy and PyTorch."""
+    """The few calls a test needs, the same for CuPy, PyTorch and PyCUDA."""
 
     def __init__(self, name):
         self.name = name
@@ -67,8 +70,10 @@ class Lib:
             from sgemm_lab.gpu.launch import CublasLauncher
 
             cuda = driver()
-            stream = cuda.Stream()
-            sgemm = CublasLauncher(stream)  # cuBLAS strict FP32, the baseline
+            if not _PYCUDA_BASELINE:  # one stream and cuBLAS handle for the whole module
+                stream = cuda.Stream()
+                _PYCUDA_BASELINE.extend([stream, CublasLauncher(stream)])  # cuBLAS strict FP32, the baseline
+            stream, sgemm = _PYCUDA_BASELINE
 
             def product(a, b):
                 c = garray.empty((a.shape[0], b.shape[1]), np.float32)
@@ -178,15 +183,17 @@ def test_the_product_runs_in_the_order_of_the_caller_s_stream(cfg, lib):
         cuda = driver()
         side = cuda.Stream(flags=1)  # CU_STREAM_NON_BLOCKING
         x, y = L.to_gpu(np.full((4096, 4096), 1e-4, np.float32)), L.to_gpu(np.zeros((4096, 4096), np.float32))
+        got = L.to_gpu(np.zeros((m, n), np.float32))  # before the queue below: its copy would wait for the product
+        L.sync()
         busy = CublasLauncher(side)
         for _ in range(30):  # tens of milliseconds of work ahead of the inputs' copies
             busy(Shape(m=4096, n=4096, k=4096), 1.0, x.gpudata, x.gpudata, 0.0, y.gpudata, side)
         cuda.memcpy_dtod_async(ga.gpudata, src_a.gpudata, a.nbytes, side)
         cuda.memcpy_dtod_async(gb.gpudata, src_b.gpudata, b.nbytes, side)
         out = matmul(ga, gb, gc, stage="11_general", stream=side)
-        got = L.to_gpu(np.zeros((m, n), np.float32))
         cuda.memcpy_dtod_async(got.gpudata, out.gpudata, 4 * m * n, side)
         side.synchronize()
+        busy.close()
     else:
         import cupy
 
