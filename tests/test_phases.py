@@ -207,3 +207,32 @@ def test_the_main_phase_s_rate_is_put_against_its_measured_roof(spec, lab):
 def test_a_main_roof_over_unknown_names_is_refused(raw_config):
     msg = _refusal(raw_config, _entry(raw_config, main_roof={"ops": "2 * M * N * KQ", "ceiling": "int8_tops"}))
     assert "main_roof.ops '2 * M * N * KQ' uses unknown name(s) KQ" in msg
+
+
+def test_each_kernel_of_the_stage_gets_its_row_in_the_report_in_launch_order(spec):
+    """The profile table's other phases (``phase`` names them) are kept apart from the main kernels' rows
+    that every other table reads, and the stage's paragraph lists each kernel in launch order with its share
+    of their summed duration; a table without phases (written before they were profiled) gives none."""
+    import pandas as pd
+
+    from sgemm_lab.report.stage_tables import ncu_table, profile_lines, split_phases
+
+    shape = (4096, 4096, 4096)
+    entries = [ph["entry"] for ph in spec.phases]
+    rows = []
+    for i, e in enumerate(entries):
+        for metric, value in (("duration", 1000.0 * (i + 1)), ("issue_slot_utilisation_pct", 50.0 + i)):
+            rows.append(dict(kernel=spec.id, m=4096, n=4096, k=4096, status="ok", metric=metric, value=value,
+                             phase="" if e == spec.entry else e))
+    main, others = split_phases(pd.DataFrame(rows))
+    assert "phase" not in main and set(main.metric) == {"duration", "issue_slot_utilisation_pct"} and len(main) == 2
+    assert sorted(others.phase.unique()) == sorted(e for e in entries if e != spec.entry)
+    lines = profile_lines(spec, ncu_table(main, shape), shape, None, others)
+    table = [ln for ln in "\n".join(lines).splitlines() if ln.startswith("| `")]
+    assert [ln.split("`")[1] for ln in table] == entries
+    total = sum(1000.0 * (i + 1) for i in range(len(entries)))
+    main_row = next(ln for ln in table if "(main)" in ln)
+    assert f"{100 * 1000.0 * (entries.index(spec.entry) + 1) / total:.0f}%" in main_row
+    assert lines[0].startswith("Nsight Compute at 4096³, of its main phase `ozaki_int8_gemm` alone")
+    old, none = split_phases(pd.DataFrame(rows).drop(columns="phase").iloc[:2])
+    assert none.empty and len(profile_lines(spec, ncu_table(old, shape), shape, None, none)) == 1

@@ -53,8 +53,26 @@ def test_kernel_regex_names_every_entry_and_cublas():
     assert profile.kernel_regex(items) == "regex:^(sgemm_a|sgemm_b)$"
     assert profile.kernel_regex(items + [_item("cublas", None, BIG)]) == "regex:^(sgemm_a|sgemm_b)$|gemm|gemv"
     assert profile.kernel_regex([_item("cublas", None, BIG)]) == "regex:gemm|gemv"
-    assert [(i.impl, s) for i, s in profile.launches([_item("a", "e", SMALL, BIG), _item("b", "f", BIG)])] == \
-        [("a", SMALL), ("a", BIG), ("b", BIG)]
+    assert [(i.impl, s, e) for i, s, e in profile.launches([_item("a", "e", SMALL, BIG), _item("b", "f", BIG)])] == \
+        [("a", SMALL, "e"), ("a", BIG, "e"), ("b", BIG, "f")]
+
+
+def test_every_kernel_of_a_stage_of_several_is_profiled_and_marked_by_its_phase():
+    """A stage of several kernels: each call's launches in launch order, every entry in the regex, the main
+    kernel's rows as any stage's (no phase), the others' marked with their entry; out of order, nothing."""
+    staged = profile.ProfileItem(impl="s", entry="main_k", shapes=(BIG,), kernels=("prep_k", "main_k", "post_k"))
+    items = [_item("x", "sgemm_x", BIG), staged, _item("cublas", None, BIG)]
+    assert profile.kernel_regex(items) == "regex:^(main_k|post_k|prep_k|sgemm_x)$|gemm|gemv"
+    assert [(i.impl, e) for i, _, e in profile.launches(items)] == \
+        [("x", "sgemm_x"), ("s", "prep_k"), ("s", "main_k"), ("s", "post_k"), ("cublas", None)]
+    names = ["sgemm_x", "prep_k", "main_k", "post_k", "sm90_xmma_gemm_f32f32_nn"]
+    raw = RAW.split("\n")[:2] + [f'"{i}","{n}","{100 * (i + 1)}","1,024","64","0.5"' for i, n in enumerate(names)]
+    df = profile.tidy("\n".join(raw) + "\n", items=items)
+    dur = df[df.metric == "duration"].set_index(["kernel", "phase"]).value
+    assert dur.to_dict() == {("x", ""): 100, ("s", "prep_k"): 200, ("s", ""): 300, ("s", "post_k"): 400, ("cublas", ""): 500}
+    swapped = raw[:3] + [raw[4], raw[3]] + raw[5:]
+    with pytest.raises(Exception, match="launch 1 is main_k, expected prep_k for s"):
+        profile.tidy("\n".join(swapped) + "\n", items=items)
 
 
 def _profile(lab, tmp_path):

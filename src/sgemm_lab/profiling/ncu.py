@@ -7,7 +7,8 @@ ncu start-up, one perfworks set-up and one report for the whole ladder, instead 
 ncu selects the launches by kernel-name regex over demangled names (the entry names, and ``gemm`` or
 ``gemv`` for cuBLAS, whose kernel names vary) with ``--launch-count`` = number of launches and ``--clock-control none`` (the GPU's own
 clocks, as timed); the profiled launches are matched back to (implementation, shape) in launch order,
-and each match is checked against the kernel's name.
+and each match is checked against the kernel's name. A stage of several kernels (geometry ``phases``) has
+every phase profiled: its main phase's rows as any stage's, the others' marked with their entry in ``phase``.
 """
 
 from __future__ import annotations
@@ -89,13 +90,20 @@ def ncu_path() -> str | None:
 @dataclass(frozen=True, kw_only=True)
 class ProfileItem:
     """One implementation to profile: its kernel's entry name (None: cuBLAS), the shapes, and the build
-    the profiled process loads (none for cuBLAS)."""
+    the profiled process loads (none for cuBLAS); ``kernels``: for a stage of several kernels, every entry
+    one call launches, in launch order (the main ``entry`` among them)."""
 
     impl: str
     entry: str | None
     shapes: tuple[Shape, ...]
     binary: str = ""
     record: str = ""
+    kernels: tuple[str, ...] = ()
+
+    @property
+    def launched(self) -> tuple[str | None, ...]:
+        """The entries one call launches, in order (cuBLAS: one launch of a kernel of its own)."""
+        return self.kernels or (self.entry,)
 
     def as_plan(self) -> dict:
         return dict(impl=self.impl, binary=self.binary, record=self.record,
@@ -105,16 +113,16 @@ class ProfileItem:
 def kernel_regex(items: list[ProfileItem]) -> str:
     """The entry names, anchored, and ``gemm`` or ``gemv`` when cuBLAS is among them (its kernel names
     vary, and for outputs of a few rows or columns it may run a matrix-vector kernel)."""
-    names = sorted({i.entry for i in items if i.entry})
+    names = sorted({e for i in items for e in i.launched if e})
     parts = [f"^({'|'.join(names)})$"] if names else []
     if any(i.entry is None for i in items):
         parts.append("gemm|gemv")
     return "regex:" + "|".join(parts)
 
 
-def launches(items: list[ProfileItem]) -> list[tuple[ProfileItem, Shape]]:
-    """Every profiled launch in the order the profiled process makes them."""
-    return [(item, shape) for item in items for shape in item.shapes]
+def launches(items: list[ProfileItem]) -> list[tuple[ProfileItem, Shape, str | None]]:
+    """Every profiled launch in the order the profiled process makes them: implementation, shape, entry."""
+    return [(item, shape, entry) for item in items for shape in item.shapes for entry in item.launched]
 
 
 def ncu_command(*, ncu: str, report: Path, regex: str, launches: int, target: list[str],
@@ -147,8 +155,9 @@ def tidy(raw_csv: str, *, items: list[ProfileItem]) -> "pd.DataFrame":
     """ncu's raw CSV page (header row, units row, one row per profiled launch) -> tidy rows.
 
     Launches are matched to ``launches(items)`` in order (the profiled process makes them in that
-    order); a launch whose kernel name is not the implementation's entry (or, for cuBLAS, has neither
-    ``gemm`` nor ``gemv`` in it) means the order is off, and nothing is attributed.
+    order); a launch whose kernel name is not the entry expected there (or, for cuBLAS, has neither
+    ``gemm`` nor ``gemv`` in it) means the order is off, and nothing is attributed. ``phase`` is empty for
+    an implementation's main kernel and names the entry of any other phase of a stage of several kernels.
     """
     import pandas as pd
 
@@ -159,14 +168,15 @@ def tidy(raw_csv: str, *, items: list[ProfileItem]) -> "pd.DataFrame":
     if len(data) != len(expected):
         raise LabError(f"ncu profiled {len(data)} launches, expected {len(expected)} "
                        f"({', '.join(i.impl for i in items)})")
-    ours = {i.entry for i in items if i.entry}
+    ours = {e for i in items for e in i.launched if e}
     rows = []
-    for i, (item, shape) in enumerate(expected):
+    for i, (item, shape, entry) in enumerate(expected):
         name = str(data.loc[i, "Kernel Name"]) if "Kernel Name" in data else ""
         cublas_name = ("gemm" in name or "gemv" in name) and name not in ours
-        if name and (name != item.entry if item.entry else not cublas_name):
-            raise LabError(f"ncu launch {i} is {name}, expected {item.entry or 'a cuBLAS gemm or gemv kernel'} "
+        if name and (name != entry if entry else not cublas_name):
+            raise LabError(f"ncu launch {i} is {name}, expected {entry or 'a cuBLAS gemm or gemv kernel'} "
                            f"for {item.impl} at {shape}")
+        phase = "" if entry == item.entry else entry
         for metric, short in METRICS.items():
             if metric not in data.columns:
                 continue
@@ -177,7 +187,7 @@ def tidy(raw_csv: str, *, items: list[ProfileItem]) -> "pd.DataFrame":
                 continue
             unit = units.get(metric)
             rows.append(dict(kernel=item.impl, m=shape.m, n=shape.n, k=shape.k, metric=short, value=value,
-                             unit="" if pd.isna(unit) else str(unit), ncu_metric=metric, ncu_kernel=name))
+                             unit="" if pd.isna(unit) else str(unit), ncu_metric=metric, ncu_kernel=name, phase=phase))
     return pd.DataFrame(rows)
 
 

@@ -41,8 +41,9 @@ def profile(cfg: LabConfig, *, builds: dict[str, tuple[Path | None, Path | None]
         if not shapes:
             skipped[impl] = "unavailable: no profile shape is supported by this stage"
             continue
+        phases = tuple(ph["entry"] for ph in spec.phases) if spec is not None and spec.geometry == "phases" else ()
         items.append(ProfileItem(impl=impl, entry=None if spec is None else spec.entry, shapes=shapes,
-                                 binary=str(binary or ""), record=str(record or "")))
+                                 binary=str(binary or ""), record=str(record or ""), kernels=phases))
     for impl, why in skipped.items():
         log.info("[profile %s] %s", impl, why)
         _not_profiled(outs[impl], impl, cfg.profile.shapes, why)
@@ -64,7 +65,8 @@ def profile(cfg: LabConfig, *, builds: dict[str, tuple[Path | None, Path | None]
     df.insert(4, "status", "ok")
     for item in items:
         part = df[df.kernel == item.impl]
-        log.info("[profile %s] %d metrics for %s", item.impl, len(part), ", ".join(map(str, item.shapes)))
+        log.info("[profile %s] %d metrics for %s%s", item.impl, len(part), ", ".join(map(str, item.shapes)),
+                 f" ({len(item.kernels)} kernels a call)" if item.kernels else "")
         io.write_csv(outs[item.impl], part)
     log.info("[profile] report %s", report)
     return None

@@ -19,8 +19,8 @@ from .markdown import md_table, md_text
 from .numbers import retime_lines
 from .problems import disturbance_summary, failed_steps_section, failure_section
 from .summary import contents, summary_section
-from .stage_tables import (NCU_KEYS, ceilings_line, num_text, dispatch_table, eval_list, model_table, ncu_table, not_profiled,
-                           occupancy_limiter, profiled_part, sweep_summary, top_stalls)
+from .stage_tables import (ceilings_line, dispatch_table, eval_list, model_table, ncu_table, not_profiled,
+                           profile_lines, split_phases, sweep_summary)
 from .tables import (row_at, fmt_value, accuracy_table, check_status, cpu_table, epilogue_table, fp32_accurate_table,
                      headline_shape, headline_table, ladder_table, sanitize_table, sass_table, shape_label,
                      suite_table)
@@ -37,7 +37,8 @@ class _Run:
     fig: dict
     sweeps: dict
     epilogues: dict
-    ncu: pd.DataFrame | None
+    ncu: pd.DataFrame | None  # the main kernels' rows; the other phases' are in phases
+    phases: pd.DataFrame | None
     ceilings: dict | None
     sanitize: pd.DataFrame | None
     failures: pd.DataFrame | None
@@ -63,9 +64,10 @@ def render(cfg: LabConfig, *, bench: pd.DataFrame, checks: pd.DataFrame, builds:
            ceilings: dict | None = None, sanitize: pd.DataFrame | None = None, command: str | None = None,
            failures: pd.DataFrame | None = None, outcomes=(), dispatch: pd.DataFrame | None = None) -> str:
     """The report, section by section in the order it reads."""
+    ncu, phases = split_phases(ncu)
     run = _Run(cfg=cfg, bench=bench, checks=checks, builds=builds, env=env,
                fig={k: v.as_posix() for k, v in figures.items()}, sweeps=sweeps or {}, epilogues=epilogues or {},
-               ncu=ncu, ceilings=ceilings, sanitize=sanitize, failures=failures, outcomes=tuple(outcomes),
+               ncu=ncu, phases=phases, ceilings=ceilings, sanitize=sanitize, failures=failures, outcomes=tuple(outcomes),
                dispatch=dispatch if dispatch is not None else pd.DataFrame(columns=["kernel"]))
     body = []
     for section in (_headline, _suite, _held_out, _ladder, _accuracy, _sass, _profile, _cpu, _method, _sanitizers,
@@ -275,19 +277,7 @@ def _stage(run: _Run, spec) -> list[str]:
         out.append(f"Largest size run, {shape_label(big.m, big.n, big.k)}: {big.tflops * 1e3:.2f} GFLOP/s"
                    + (f", {fmt_value(big.pct_cublas, '.2f')}% of cuBLAS." if big.pct_cublas == big.pct_cublas else "."))
     out += [f"Correctness: {check_status(run.checks, spec.id)}."]
-    if spec.id in prof.index:
-        r = prof.loc[spec.id]
-        vals = [f"{label} {r[key] / 1e6:.3f} ms" if key == "duration" else
-                f"{label} {num_text(r[key])}{'B' if 'bytes' in key else ''}"
-                for key, label in NCU_KEYS if key in r and r[key] == r[key]]
-        ach, theo = r.get("achieved_occupancy_pct", math.nan), r.get("theoretical_occupancy_pct", math.nan)
-        over = (" The achieved occupancy is above the theoretical one, as Nsight Compute reported both: it samples "
-                "the first and computes the second from the launch, and this run does not say why they part."
-                if ach == ach and theo == theo and ach > theo * 1.02 else "")
-        of = profiled_part(spec, hs, r.get("duration", math.nan), run.ceilings)
-        out.append(f"Nsight Compute at {shape_label(*hs)}{of}: " + "; ".join(vals)
-                   + f"; occupancy limited by {occupancy_limiter(r)}; top stalls (cycles/instruction): {top_stalls(r)}."
-                   + over)
+    out += profile_lines(spec, prof, hs, run.ceilings, run.phases)
     out.append("")
     if spec.id in run.epilogues and len(run.epilogues[spec.id]):
         out += ["", epilogue_table(run.epilogues[spec.id]), ""]

@@ -251,6 +251,63 @@ def profiled_part(spec, shape, duration_ns: float, ceilings: dict | None) -> str
     return out + f": {num_text(ops)} operations at {rate:.0f} {unit}{against}"
 
 
+def split_phases(ncu: pd.DataFrame | None) -> tuple[pd.DataFrame | None, pd.DataFrame]:
+    """A profile table as the rows of each implementation's main kernel (what every other table reads) and
+    those of the other phases of stages of several kernels (``phase`` names their entry; a table written
+    before phases were profiled has no such column, and no such rows)."""
+    if ncu is None or "phase" not in ncu:
+        return ncu, pd.DataFrame(columns=["kernel", "phase", "metric", "value"])
+    other = ncu["phase"].fillna("").astype(str) != ""
+    return ncu[~other].drop(columns="phase"), ncu[other]
+
+
+PHASE_KEYS = [("sm_throughput_pct", "SM throughput %"), ("dram_throughput_pct", "DRAM throughput %"),
+              ("issue_slot_utilisation_pct", "issue slots busy %"), ("tensor_pipe_pct", "tensor pipe busy %"),
+              ("registers_per_thread", "registers/thread")]
+
+
+def profile_lines(spec, prof: pd.DataFrame, shape, ceilings: dict | None, phases: pd.DataFrame | None) -> list[str]:
+    """A stage's Nsight Compute paragraph at ``shape`` (``prof``: ncu_table's pivot of the main kernels) and,
+    for a stage of several kernels whose phases were profiled, each phase's figures in launch order."""
+    import math
+
+    from .tables import shape_label
+
+    if shape is None or spec.id not in prof.index:
+        return []
+    r = prof.loc[spec.id]
+    vals = [f"{label} {r[key] / 1e6:.3f} ms" if key == "duration" else
+            f"{label} {num_text(r[key])}{'B' if 'bytes' in key else ''}"
+            for key, label in NCU_KEYS if key in r and r[key] == r[key]]
+    ach, theo = r.get("achieved_occupancy_pct", math.nan), r.get("theoretical_occupancy_pct", math.nan)
+    over = (" The achieved occupancy is above the theoretical one, as Nsight Compute reported both: it samples "
+            "the first and computes the second from the launch, and this run does not say why they part."
+            if ach == ach and theo == theo and ach > theo * 1.02 else "")
+    of = profiled_part(spec, shape, r.get("duration", math.nan), ceilings)
+    out = [f"Nsight Compute at {shape_label(*shape)}{of}: " + "; ".join(vals)
+           + f"; occupancy limited by {occupancy_limiter(r)}; top stalls (cycles/instruction): {top_stalls(r)}." + over]
+    if spec.geometry != "phases" or phases is None or not len(phases):
+        return out
+    m, n, k = shape
+    mine = phases[(phases.kernel == spec.id) & (phases.m == m) & (phases.n == n) & (phases.k == k)]
+    by = mine.pivot_table(index="phase", columns="metric", values="value", aggfunc="first") if len(mine) else None
+    rows = []
+    for ph in spec.phases:
+        e = ph["entry"]
+        row = r if e == spec.entry else (by.loc[e] if by is not None and e in by.index else None)
+        if row is not None:
+            rows.append((e, row))
+    total = sum(x.get("duration", math.nan) for _, x in rows)
+    if len(rows) < 2 or not total > 0:
+        return out
+    table = [[f"`{e}`" + (" (main)" if e == spec.entry else ""), f"{x.get('duration', math.nan) / 1e3:.1f}",
+              f"{100 * x.get('duration', math.nan) / total:.0f}%"]
+             + [num_text(x.get(key, math.nan)) for key, _ in PHASE_KEYS] for e, x in rows]
+    return out + ["", f"Each of its kernels at {shape_label(*shape)}, in launch order (Nsight Compute, the same run; "
+                  "the clears of its workspace are not kernels and are not here):", "",
+                  md_table(["kernel", "duration µs", "of the kernels' sum", *(label for _, label in PHASE_KEYS)], table)]
+
+
 def ceilings_line(ceilings: dict) -> str:
     """The sentence naming the GPU's measured ceilings (the ceilings step's record)."""
     tensor = (f"TF32 tensor-core probe (wgmma m64n256k8) **{ceilings['tf32_tflops']:.0f} TFLOP/s**, "

@@ -106,10 +106,12 @@ def plot(cfg: LabConfig, *, bench_csv: Path, ncu_csv: Path, ceilings_json: Path 
     figure's problem never costs the others. A damaged input file is not one figure's problem: it stops
     the step (``io.DamagedFile``), and the figures stay as they were."""
     from . import plots, profile_plots
+    from .stage_tables import split_phases
     from .tables import headline_shape, ladder_rows
 
     bench_df = io.read_table(bench_csv, required=STAGE_BENCH, rows=False, what="the run's bench table")
-    ncu = io.read_table(ncu_csv, required=("kernel", "metric", "value"), rows=False, what="the run's profile table")
+    ncu, _ = split_phases(io.read_table(ncu_csv, required=("kernel", "metric", "value"), rows=False,
+                                        what="the run's profile table"))  # the figures read the main kernels
     checks = (io.read_table(check_csv, required=("kernel", "status"), rows=False, what="the run's check table")
               if check_csv is not None else None)
     sweep_tables = [io.read_table(p, required=("kernel",), rows=False, what="a tile sweep") for p in sweeps]
