@@ -256,3 +256,27 @@ def test_sweep_heatmap_outlines_the_configuration_the_ladder_runs(tmp_path, monk
     boxes = [p for p in ax.patches if isinstance(p, Rectangle) and p.get_edgecolor()[:3] == (1.0, 0.0, 0.0)]
     assert [(b.get_x(), b.get_y()) for b in boxes] == [(0, 1)]  # column TN=4, row TM=8
     assert "the ladder's TM=8, TN=4" in ax.get_xlabel()
+
+
+def test_the_figures_read_the_main_kernels_rows_only(lab, tmp_path, monkeypatch):
+    """Rows of other phases of a stage of several (``phase`` set) never reach the figures: the roofline is drawn
+    from the main kernels' rows, as from a table without phases."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from sgemm_lab.report import step
+
+    run = ROOT / "reports" / "h100"
+    ncu = pd.read_csv(run / "ncu_metrics.csv")
+    other = ncu[ncu.kernel == ncu.kernel.iloc[0]].assign(phase="some_other_kernel", value=-12345.0)
+    table = tmp_path / "ncu_metrics.csv"
+    pd.concat([other, ncu.assign(phase="")], ignore_index=True).to_csv(table, index=False)
+    seen = []
+    monkeypatch.setattr(profile_plots, "roofline", lambda bench, df, *a, **k: seen.append(df))
+    outs = SimpleNamespace(**{n: tmp_path / f"{n}.png" for n in
+                              ("size", "ladder", "roofline", "levels", "stalls", "memory", "accuracy")})
+    step.plot(lab, bench_csv=run / "bench.csv", ncu_csv=table, ceilings_json=run / "ceilings.json", outs=outs,
+              sweeps=[], heatmaps=[], check_csv=run / "check.csv", processes=1)
+    (drawn,) = seen
+    assert "phase" not in drawn and len(drawn) == len(ncu) and not (drawn["value"] == -12345.0).any()

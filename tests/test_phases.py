@@ -234,5 +234,12 @@ def test_each_kernel_of_the_stage_gets_its_row_in_the_report_in_launch_order(spe
     main_row = next(ln for ln in table if "(main)" in ln)
     assert f"{100 * 1000.0 * (entries.index(spec.entry) + 1) / total:.0f}%" in main_row
     assert lines[0].startswith("Nsight Compute at 4096³, of its main phase `ozaki_int8_gemm` alone")
-    old, none = split_phases(pd.DataFrame(rows).drop(columns="phase").iloc[:2])
+    # as written to CSV and read back, the main kernel's empty phase is NaN: still the main kernel's rows
+    back = split_phases(pd.DataFrame(rows).replace({"phase": {"": float("nan")}}))
+    assert back[0].equals(main) and back[1].equals(others)
+    # a table written before phases were profiled: the main kernel's rows, no table of kernels
+    old, none = split_phases(pd.DataFrame(rows)[lambda d: d.phase == ""].drop(columns="phase"))
     assert none.empty and len(profile_lines(spec, ncu_table(old, shape), shape, None, none)) == 1
+    # a phase without its figures: no shares of a partial sum, a line saying which
+    partial = profile_lines(spec, ncu_table(main, shape), shape, None, others[others.phase != entries[0]])
+    assert len(partial) == 2 and f"`{entries[0]}` without a duration" in partial[1]

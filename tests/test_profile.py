@@ -115,3 +115,41 @@ def test_counter_permission_error_is_a_status(lab, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
     df = _profile(lab, tmp_path)
     assert df.status.str.startswith("unavailable: ERR_NVGPUCTRPERM").all()
+
+
+def test_the_step_profiles_every_kernel_of_a_stage_of_several_and_keeps_their_rows_apart(lab, tmp_path, monkeypatch):
+    """The profile step hands ncu every entry of a phased stage's call, in launch order, and writes their rows;
+    read back as the report reads the run's table (the main kernel's empty phase comes back as NaN), the main
+    kernel's rows are one a metric and shape, the other kernels' marked by their entry."""
+    from sgemm_lab.report.stage_tables import split_phases
+    from sgemm_lab.results import io
+
+    stage = next(k for k in lab.kernels if k.geometry == "phases")
+    seen = {}
+
+    class Recorded:
+        def __init__(self, *, items, **_):
+            seen["items"] = items
+
+        def start(self):
+            return self
+
+        def kill(self):
+            pass
+
+        def wait(self, timeout_s=None):
+            return pd.DataFrame([dict(kernel=i.impl, m=s.m, n=s.n, k=s.k, metric="duration", value=1.0, unit="ns",
+                                      ncu_metric="gpu__time_duration.sum", ncu_kernel=e, phase="" if e == i.entry else e)
+                                 for i, s, e in profile.launches(seen["items"])])
+
+    monkeypatch.setattr(profile, "Profiler", Recorded)
+    monkeypatch.setattr(profile_step, "load_spec", lambda cfg, impl, record: cfg.kernel(impl))
+    out = tmp_path / f"{stage.id}.csv"
+    assert profile_step.profile(lab, builds={stage.id: (tmp_path / "s.bin", tmp_path / "s.json")}, outs={stage.id: out},
+                                report=tmp_path / "ladder.ncu-rep") is None
+    (item,) = seen["items"]
+    entries = tuple(ph["entry"] for ph in stage.phases)
+    assert item.entry == stage.entry and item.kernels == entries and len(entries) > 1
+    main, phases = split_phases(io.read_table(out, required=("kernel", "metric", "value"), rows=False, what="a profile"))
+    assert len(main) == len(item.shapes) and set(main.ncu_kernel) == {stage.entry}
+    assert sorted(phases.phase.unique()) == sorted(e for e in entries if e != stage.entry)

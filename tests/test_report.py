@@ -526,3 +526,13 @@ def test_3xtf32_section_states_each_compensated_stages_speed_at_the_headline_sha
     assert stated
     for k in stated:
         assert f"`{k}` {cub.median_ms / report_tables.row_at(ok, k, hs).median_ms:.2f}×" in line
+
+
+def test_rows_of_other_phases_reach_no_table_but_their_stage_s(lab, tables):
+    """A run's profile table with rows marked by a phase (the other kernels of a stage of several): every table
+    and paragraph of the report reads the main kernels' rows only, so rows of a phase, however far off, change
+    nothing for a stage of one kernel; the main rows read back with a NaN phase are the main rows."""
+    ncu = tables["ncu"]
+    marked = ncu.assign(phase=float("nan"))  # as read back from a CSV whose main rows have an empty phase
+    other = ncu[ncu.kernel == ncu.kernel.iloc[0]].assign(phase="some_other_kernel", value=1e12)
+    assert _render(lab, tables, ncu=pd.concat([other, marked], ignore_index=True)) == _render(lab, tables)

@@ -291,15 +291,14 @@ def profile_lines(spec, prof: pd.DataFrame, shape, ceilings: dict | None, phases
     m, n, k = shape
     mine = phases[(phases.kernel == spec.id) & (phases.m == m) & (phases.n == n) & (phases.k == k)]
     by = mine.pivot_table(index="phase", columns="metric", values="value", aggfunc="first") if len(mine) else None
-    rows = []
-    for ph in spec.phases:
-        e = ph["entry"]
-        row = r if e == spec.entry else (by.loc[e] if by is not None and e in by.index else None)
-        if row is not None:
-            rows.append((e, row))
-    total = sum(x.get("duration", math.nan) for _, x in rows)
-    if len(rows) < 2 or not total > 0:
-        return out
+    rows = [(ph["entry"], r if ph["entry"] == spec.entry else
+             (by.loc[ph["entry"]] if by is not None and ph["entry"] in by.index else pd.Series(dtype=float)))
+            for ph in spec.phases]
+    missing = [e for e, x in rows if not x.get("duration", math.nan) > 0]
+    if missing:  # a share of a partial sum would mislead: say which were not profiled instead
+        return out + [f"Its other kernels' figures are not in this run's profile at {shape_label(*shape)} "
+                      f"({', '.join(f'`{e}`' for e in missing)} without a duration)."] if by is not None else out
+    total = sum(x["duration"] for _, x in rows)
     table = [[f"`{e}`" + (" (main)" if e == spec.entry else ""), f"{x.get('duration', math.nan) / 1e3:.1f}",
               f"{100 * x.get('duration', math.nan) / total:.0f}%"]
              + [num_text(x.get(key, math.nan)) for key, _ in PHASE_KEYS] for e, x in rows]
