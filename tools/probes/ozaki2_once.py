@@ -1,5 +1,6 @@
 """Stage 22 once at each shape given, through the package's launcher, every phase in turn: a process for a
-profiler to wrap (Nsight Compute on the phases the pipeline does not profile, which profiles the main one).
+profiler to wrap (Nsight Compute with sections or shapes of one's own choosing; the pipeline's profile step
+profiles every phase at its profile shapes).
 
     ncu --kernel-name regex:ozaki_ --section SpeedOfLight python tools/probes/ozaki2_once.py 4096x4096x4096
 """

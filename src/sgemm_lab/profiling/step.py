@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config.geometry import unsupported_reason
+from ..config.phases import is_phased
 from ..config.records import LabConfig
 from ..errors import LabError
 from ..measure.lockfiles import lock_path
@@ -41,7 +42,7 @@ def profile(cfg: LabConfig, *, builds: dict[str, tuple[Path | None, Path | None]
         if not shapes:
             skipped[impl] = "unavailable: no profile shape is supported by this stage"
             continue
-        phases = tuple(ph["entry"] for ph in spec.phases) if spec is not None and spec.geometry == "phases" else ()
+        phases = tuple(ph["entry"] for ph in spec.phases) if spec is not None and is_phased(spec) else ()
         items.append(ProfileItem(impl=impl, entry=None if spec is None else spec.entry, shapes=shapes,
                                  binary=str(binary or ""), record=str(record or ""), kernels=phases))
     for impl, why in skipped.items():

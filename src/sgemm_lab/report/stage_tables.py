@@ -271,6 +271,7 @@ def profile_lines(spec, prof: pd.DataFrame, shape, ceilings: dict | None, phases
     for a stage of several kernels whose phases were profiled, each phase's figures in launch order."""
     import math
 
+    from ..config.phases import is_phased
     from .tables import shape_label
 
     if shape is None or spec.id not in prof.index:
@@ -286,7 +287,7 @@ def profile_lines(spec, prof: pd.DataFrame, shape, ceilings: dict | None, phases
     of = profiled_part(spec, shape, r.get("duration", math.nan), ceilings)
     out = [f"Nsight Compute at {shape_label(*shape)}{of}: " + "; ".join(vals)
            + f"; occupancy limited by {occupancy_limiter(r)}; top stalls (cycles/instruction): {top_stalls(r)}." + over]
-    if spec.geometry != "phases" or phases is None or not len(phases):
+    if not is_phased(spec) or phases is None or not len(phases):
         return out
     m, n, k = shape
     mine = phases[(phases.kernel == spec.id) & (phases.m == m) & (phases.n == n) & (phases.k == k)]
@@ -299,8 +300,8 @@ def profile_lines(spec, prof: pd.DataFrame, shape, ceilings: dict | None, phases
         return out + [f"Its other kernels' figures are not in this run's profile at {shape_label(*shape)} "
                       f"({', '.join(f'`{e}`' for e in missing)} without a duration)."] if by is not None else out
     total = sum(x["duration"] for _, x in rows)
-    table = [[f"`{e}`" + (" (main)" if e == spec.entry else ""), f"{x.get('duration', math.nan) / 1e3:.1f}",
-              f"{100 * x.get('duration', math.nan) / total:.0f}%"]
+    table = [[f"`{e}`" + (" (main)" if e == spec.entry else ""), f"{x['duration'] / 1e3:.1f}",
+              f"{100 * x['duration'] / total:.0f}%"]
              + [num_text(x.get(key, math.nan)) for key, _ in PHASE_KEYS] for e, x in rows]
     return out + ["", f"Each of its kernels at {shape_label(*shape)}, in launch order (Nsight Compute, the same run; "
                   "the clears of its workspace are not kernels and are not here):", "",
