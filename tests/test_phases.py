@@ -91,6 +91,62 @@ def test_the_residue_maps_hold_every_plane_and_keep_the_accelerator_s_rules(spec
     assert {r.operand for r in reqs.values()} == {"res_a", "res_b"}
 
 
+def test_a_phased_map_may_take_the_call_s_own_operand(raw_config):
+    """A map whose buffer is A, B or C is over the matrix the caller passes (dims and pitch as written)."""
+    from sgemm_lab.gpu.tensormap import buffer_requests
+
+    raw = copy.deepcopy(raw_config)
+    entry = _entry(raw)
+    entry["tensor_maps"] = entry["tensor_maps"] + [
+        {"symbol": "tmap_b", "buffer": "B", "dims": ["N", "K"], "row_bytes": "4 * N", "box": [32, 32], "swizzle": 128}]
+    raw["kernels"] = [k for k in raw["kernels"] if k["id"] != STAGE] + [entry]
+    spec = cfgmod.from_dict(raw).kernel(STAGE)
+    plan = phases.plan(spec, Shape(m=1000, n=300, k=1001))
+    reqs = {r.symbol: r for r in buffer_requests(spec, plan.names)}
+    assert reqs["tmap_b"].operand == "B" and reqs["tmap_b"].dims == (300, 1001) and reqs["tmap_b"].row_bytes == 1200
+    assert reqs["tmap_b"].elem_bytes == 4 and reqs["tmap_ra"].operand == "res_a"
+
+
+def test_the_launcher_encodes_each_map_over_the_call_s_addresses(monkeypatch):
+    """PhasedLauncher.phase_calls: a workspace map over its buffer, an operand map over the pointer of this
+    call, and a call with another B (same shape) writes the maps again."""
+    from sgemm_lab.gpu.phased import PhasedLauncher
+    from sgemm_lab.gpu.tensormap import MapRequest
+
+    class Spec:
+        tensor_maps = [{"symbol": "tmap_w", "buffer": "work", "dims": [8, 8], "row_bytes": 32, "box": [8, 8]},
+                       {"symbol": "tmap_b", "buffer": "B", "dims": [8, 8], "row_bytes": 32, "box": [8, 8]}]
+
+    encoded, copied = [], []
+
+    class Cuda:
+        @staticmethod
+        def memcpy_htod_async(dst, blob, stream):
+            copied.append(dst)
+
+    def encoder(req: MapRequest, address: int) -> bytes:
+        encoded.append((req.symbol, address))
+        return bytes(128)
+
+    reqs = [MapRequest(symbol="tmap_w", operand="work", dims=(8, 8), row_bytes=32, box=(8, 8), swizzle=0),
+            MapRequest(symbol="tmap_b", operand="B", dims=(8, 8), row_bytes=32, box=(8, 8), swizzle=0)]
+    launcher = object.__new__(PhasedLauncher)
+    launcher.cuda, launcher.spec, launcher._encoder = Cuda(), Spec(), encoder
+    launcher._map_vars, launcher._maps_for = {"tmap_w": 0x100, "tmap_b": 0x200}, None
+    import sgemm_lab.gpu.tensormap as tm
+
+    monkeypatch.setattr(tm, "buffer_requests", lambda spec, names: reqs)
+    plan = type("Plan", (), {"names": {}, "workspace": (), "phases": ()})()
+    launcher.plan, launcher.workspace = (lambda shape: plan), (lambda shape: {"work": 0x1000})
+    shape = Shape(m=8, n=8, k=8)
+    launcher.phase_calls(shape, 1.0, 0x2000, 0x3000, 0.0, 0x4000, None)
+    assert encoded == [("tmap_w", 0x1000), ("tmap_b", 0x3000)] and copied == [0x100, 0x200]
+    launcher.phase_calls(shape, 1.0, 0x2000, 0x3000, 0.0, 0x4000, None)
+    assert len(encoded) == 2  # same shape and addresses: nothing written again
+    launcher.phase_calls(shape, 1.0, 0x2000, 0x5000, 0.0, 0x4000, None)
+    assert encoded[2:] == [("tmap_w", 0x1000), ("tmap_b", 0x5000)]
+
+
 def test_a_grid_beyond_cuda_s_limits_is_a_reason_not_a_crash(spec):
     from sgemm_lab.config.geometry import unsupported_reason
 
@@ -172,7 +228,7 @@ def _phase(raw, i, **change):
      "workspace names row_max, row_max"),
     (lambda raw: dict(tensor_maps=[{"symbol": "tmap_ra", "buffer": "res_c", "dims": ["KP", "M"], "row_bytes": "KP",
                                     "elem_bytes": 1, "box": [128, "BM"]}]),
-     "tensor_maps[0].buffer res_c is not in the workspace"),
+     "tensor_maps[0].buffer res_c is neither in the workspace (maxima, res_a, res_b, prod) nor an operand (A, B, C)"),
     (lambda raw: dict(tensor_maps=[{"symbol": "tmap_ra", "operand": "A", "box": [32, "BM"]}]),
      "a phased stage's maps are of workspace buffers"),
 ], ids=lambda x: x if isinstance(x, str) and len(x) < 30 else None)

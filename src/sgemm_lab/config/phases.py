@@ -18,8 +18,9 @@ buffers of its own. Its config entry says all of it as data, so that its launche
     or a parameter (passed as int), ``alpha`` or ``beta`` (float), ``A``, ``B``, ``C`` or a workspace
     buffer (a pointer);
 ``tensor_maps``
-    entries with ``buffer`` (a workspace name) in place of ``operand``: the map's ``dims`` (inner,
-    outer) in elements and ``row_bytes`` as expressions, ``elem_bytes`` 1 or 4;
+    entries with ``buffer`` (a workspace name, or ``A``, ``B`` or ``C`` for the call's own matrix) in
+    place of ``operand``: the map's ``dims`` (inner, outer) in elements and ``row_bytes`` as expressions,
+    ``elem_bytes`` 1 or 4;
 ``main_roof``
     optionally, the main phase's operations (``ops``, an expression like the sizes') and the measured
     ceiling they run against (``ceiling``, a key of the ceilings step's record such as ``int8_tops``):
@@ -217,8 +218,9 @@ def check(spec: KernelSpec) -> None:
     for i, m in enumerate(spec.tensor_maps):
         if "buffer" not in m:
             raise refuse(f"tensor_maps[{i}]: a phased stage's maps are of workspace buffers (buffer:, dims:, row_bytes:)")
-        if m["buffer"] not in bufs:
-            raise refuse(f"tensor_maps[{i}].buffer {m['buffer']} is not in the workspace ({', '.join(bufs)})")
+        if m["buffer"] not in bufs and m["buffer"] not in OPERANDS:
+            raise refuse(f"tensor_maps[{i}].buffer {m['buffer']} is neither in the workspace ({', '.join(bufs)}) "
+                         f"nor an operand ({', '.join(OPERANDS)})")
         for j, t in enumerate(m["dims"]):
             _names_within(spec, f"tensor_maps[{i}].dims[{j}]", t, known)
         _names_within(spec, f"tensor_maps[{i}].row_bytes", m["row_bytes"], known)

@@ -4,7 +4,7 @@ the caller's stream, over a workspace this launcher owns.
 
 The workspace grows to the largest shape called and is kept (a timing loop allocates nothing); buffers
 marked ``zero`` are cleared before the first phase of every call, on the stream, so that a timed call pays
-for it. Tensor maps of workspace buffers are written when the shape or a buffer's address changes."""
+for it. Tensor maps of workspace buffers (or of A, B or C) are written when the shape or an address changes."""
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ class PhasedLauncher:
         plan = self.plan(shape)  # ShapeError before anything runs
         bufs = self.workspace(shape)
         if self._encoder is not None:
-            self._write_maps(shape, plan, bufs, stream)
+            self._write_maps(shape, plan, {**bufs, "A": a, "B": b, "C": c}, stream)
         values = {**plan.names, "alpha": np.float32(alpha), "beta": np.float32(beta), "A": a, "B": b, "C": c, **bufs}
         zero = [(bufs[buf.name], -(-buf.bytes // 4)) for buf in plan.workspace if buf.zero]
 
@@ -133,6 +133,8 @@ class PhasedLauncher:
         return {ph.entry: call(ph, i == 0) for i, ph in enumerate(plan.phases)}
 
     def _write_maps(self, shape: Shape, plan: phases.PhasePlan, bufs, stream) -> None:
+        """The maps over ``bufs`` (the workspace's buffers and the call's A, B and C, by name), written again
+        when the shape or any of their addresses changes."""
         from .tensormap import buffer_requests
 
         key = (shape, tuple(int(bufs[n]) for n in sorted(bufs)))
