@@ -107,6 +107,21 @@ def test_a_phased_map_may_take_the_call_s_own_operand(raw_config):
     assert reqs["tmap_b"].elem_bytes == 4 and reqs["tmap_ra"].operand == "res_a"
 
 
+def test_a_threads_parameter_is_what_a_phase_s_block_sees(raw_config):
+    """A phased stage's THREADS parameter (its main kernel's block, also a -D macro) is the THREADS of its
+    expressions: a block written as [THREADS] launches that many threads, not one."""
+    raw = copy.deepcopy(raw_config)
+    entry = _entry(raw)
+    entry["params"] = {**entry["params"], "THREADS": 384}
+    ph = copy.deepcopy(entry["phases"])
+    ph[2]["block"] = ["THREADS"]
+    entry["phases"] = ph
+    raw["kernels"] = [k for k in raw["kernels"] if k["id"] != STAGE] + [entry]
+    spec = cfgmod.from_dict(raw).kernel(STAGE)
+    by = {p.entry: p.launch for p in phases.plan(spec, Shape(m=256, n=512, k=1024)).phases}
+    assert by["ozaki_int8_gemm"].block == (384, 1, 1) and by["ozaki_maxima"].block == (256, 1, 1)
+
+
 def test_the_launcher_encodes_each_map_over_the_call_s_addresses(monkeypatch):
     """PhasedLauncher.phase_calls: a workspace map over its buffer, an operand map over the pointer of this
     call, and a call with another B (same shape) writes the maps again."""

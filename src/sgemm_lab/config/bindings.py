@@ -41,7 +41,9 @@ def threads_per_block(spec: KernelSpec) -> int:
         return p["BX"] * p["BY"]
     if spec.geometry == "block_tile":
         return p.get("THREADS", (p["BM"] * p["BN"]) // (p.get("TM", 1) * p.get("TN", 1)))
-    return 1
+    # a stage of several kernels (phases) launches each with its own block; a THREADS parameter (the main
+    # kernel's, also a -D macro) is what its expressions see, never a 1 in its place
+    return p.get("THREADS", 1)
 
 
 def env(spec: KernelSpec) -> dict[str, int]:
