@@ -116,9 +116,10 @@ class PhasedLauncher:
         marked zero before it): the whole call is all of them in turn; one alone times that phase."""
         plan = self.plan(shape)  # ShapeError before anything runs
         bufs = self.workspace(shape)
+        pointers = {"A": a, "B": b, "C": c, **bufs}  # what a pointer argument or a tensor map names
         if self._encoder is not None:
-            self._write_maps(shape, plan, {**bufs, "A": a, "B": b, "C": c}, stream)
-        values = {**plan.names, "alpha": np.float32(alpha), "beta": np.float32(beta), "A": a, "B": b, "C": c, **bufs}
+            self._write_maps(shape, plan, pointers, stream)
+        values = {**plan.names, "alpha": np.float32(alpha), "beta": np.float32(beta), **pointers}
         zero = [(bufs[buf.name], -(-buf.bytes // 4)) for buf in plan.workspace if buf.zero]
 
         def call(ph: phases.Phase, first: bool):
