@@ -2,10 +2,12 @@
 // small TF32 parts once, as two planes of a workspace buffer, and the product reads both by TMA. Built for
 // sm_90a (wgmma, setmaxnreg, bulk tensor copies). Precision class 3xtf32, held to the strict-FP32 limit.
 //
-// Two kernels, launched in this order on one stream (the phases of the stage's config entry):
+// Up to three kernels, launched in this order on one stream (the phases of the stage's config entry):
 //   split_a_tf32       planes[i][k] = big = tf32(A[i][k]) rounded to nearest, planes[M + i][k] = small =
 //                      tf32(A[i][k] - big), rows KP floats apart (K padded to a multiple of 4 with zeros)
-//   sgemm_wgmma_3xtf32 C = alpha A B + beta C from three TF32 products per k-step (below)
+//   sgemm_wgmma_3xtf32 C = alpha A B + beta C from three TF32 products per k-step (below); with S > 1
+//                      K-slices, block z's partial product (slice z of K) into parts[z] instead
+//   split_k_sum        only where S > 1: C = alpha (parts[0] + ... + parts[S-1]) + beta C, summed in double
 //
 // Why a pass of its own. In stage 18 three warps of the producer warpgroup split each A tile after it lands
 // (read it, write its big part in place and its small part beside it): the consumers wait for them, not
@@ -40,6 +42,14 @@
 // before refilling a slot (and, with the small parts' own ring, on the empty of the K-tile that last used
 // the small slot), the consumers on full; each tracks the phase parity of its round. The producer
 // warpgroup gives most of its registers to the consumers (setmaxnreg).
+//
+// Split-K: where the output tiles leave most SMs idle (small outputs, long K), the launch plan gives the
+// product's grid a third dimension of S K-slices (tiles * S at most one block per SM). Slice z runs the
+// block's K-tiles [z P, z P + P), P = ceil(ceil(K / BK) / S); a last slice that reaches past K reads zeros
+// there (TMA fills them), so every slice runs the same loop. Each block writes its partial tile, unscaled,
+// into plane z of the workspace `parts` (M x N floats a plane), and split_k_sum adds the S planes in slice
+// order, in double, and applies alpha and beta once: the result does not depend on which block finished
+// first, and each partial sums at most P K-tiles, which bounds the error a long K builds up in one sum.
 //
 // Shapes: any M and K (the planes pad K; TMA fills rows past M and columns past KP with zeros); N a
 // multiple of 4 (B's rows on 16-byte boundaries, which its tensor map needs: the config's runs_when).
@@ -213,9 +223,29 @@ extern "C" __global__ void __launch_bounds__(256) split_a_tf32(int M, int K, int
 
 // ---- the product ------------------------------------------------------------------------------------
 
+// Row and column of C where this block's tile starts, in grouped order (as stage 11): linear id -> groups
+// of GROUP_M tile rows, walked down each column of the group, so that the blocks resident at one time
+// share A and B tiles in L2. Read from the block index through volatile moves, so that the epilogue reads
+// it again instead of keeping it: held across the consumer loop, the tile's origin and its K-tile count
+// went to local memory (16 bytes, one value reloaded every K-tile), and the product ran 13% slower at
+// 4096^3 (kernels/notes/history/25-3xtf32-no-spill-and-split-k.md).
+__device__ __forceinline__ int2 tile_origin() {
+    unsigned bx, by, nx, ny;
+    asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(bx));
+    asm volatile("mov.u32 %0, %%ctaid.y;\n" : "=r"(by));
+    asm volatile("mov.u32 %0, %%nctaid.x;\n" : "=r"(nx));
+    asm volatile("mov.u32 %0, %%nctaid.y;\n" : "=r"(ny));
+    const int tilesN = (int)nx, tilesM = (int)ny, id = (int)by * tilesN + (int)bx;
+    const int perGroup = GROUP_M * tilesN, firstRow = (id / perGroup) * GROUP_M;
+    const int groupRows = min(tilesM - firstRow, GROUP_M);
+    return make_int2((firstRow + (id % perGroup) % groupRows) * BM, ((id % perGroup) / groupRows) * BN);
+}
+// K-tiles of one slice: the K-tiles of K over gridDim.z slices, rounded up (all of them without split-K).
+__device__ __forceinline__ int slice_tiles(int K) { return ((K + BK - 1) / BK + gridDim.z - 1) / gridDim.z; }
+
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 sgemm_wgmma_3xtf32(int M, int N, int K, float alpha, const float* __restrict__ A,
-                   const float* __restrict__ B, float beta, float* __restrict__ C) {
+                   const float* __restrict__ B, float beta, float* __restrict__ C, float* __restrict__ parts) {
     (void)A;  // read through tmap_a's planes (split_a_tf32)
     (void)B;  // read through tmap_b
     extern __shared__ unsigned char smem_raw[];
@@ -228,15 +258,6 @@ sgemm_wgmma_3xtf32(int M, int N, int K, float alpha, const float* __restrict__ A
     auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
     const int tid = threadIdx.x, wg = tid / 128;
-    // Tile of this block, in grouped order (as stage 11): linear id -> groups of GROUP_M tile rows, walked
-    // down each column of the group, so that the blocks resident at one time share A and B tiles in L2.
-    const int tilesN = gridDim.x, tilesM = gridDim.y;
-    const int id = blockIdx.y * tilesN + blockIdx.x;
-    const int perGroup = GROUP_M * tilesN, firstRow = (id / perGroup) * GROUP_M;
-    const int groupRows = min(tilesM - firstRow, GROUP_M);
-    const int row0 = (firstRow + (id % perGroup) % groupRows) * BM;
-    const int col0 = ((id % perGroup) / groupRows) * BN;
-    const int numTiles = (K + BK - 1) / BK;  // the last K-tile's columns past KP arrive as zeros
 
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
@@ -254,7 +275,10 @@ sgemm_wgmma_3xtf32(int M, int N, int K, float alpha, const float* __restrict__ A
             // proxy see those bytes, not a stale cached descriptor from an earlier launch.
             asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(&tmap_a) : "memory");
             asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(&tmap_b) : "memory");
-            for (int it = 0; it < numTiles; ++it) {
+            const int2 o = tile_origin();
+            const int row0 = o.x, col0 = o.y, perSlice = slice_tiles(K), k0 = blockIdx.z * perSlice * BK;
+            // `it` counts this slice's K-tiles (ring slot and parity); k0 + it * BK is the K-tile's column
+            for (int it = 0; it < perSlice; ++it) {
                 const int s = it % STAGES;
                 if (it >= STAGES)
                     mbar_wait(empty(s), ((it / STAGES) - 1) & 1);  // the consumers are done with round - 1
@@ -267,11 +291,11 @@ sgemm_wgmma_3xtf32(int M, int N, int K, float alpha, const float* __restrict__ A
                 // A's big part: rows row0.. of plane 0 (rows past M of the last row tile are plane 1's first
                 // rows or zeros; they only reach rows of C past M, which are not stored); its small part:
                 // the same rows of plane 1, M rows further.
-                tma_load_2d(slot, &tmap_a, it * BK, row0, full(s));
-                tma_load_2d(base + small_offset(it), &tmap_a, it * BK, M + row0, full(s));
+                tma_load_2d(slot, &tmap_a, k0 + it * BK, row0, full(s));
+                tma_load_2d(base + small_offset(it), &tmap_a, k0 + it * BK, M + row0, full(s));
 #pragma unroll
                 for (int bx = 0; bx < BN / 32; ++bx)
-                    tma_load_2d(slot + B_OFFSET + bx * (BK * 32 * 4), &tmap_b, col0 + 32 * bx, it * BK, full(s));
+                    tma_load_2d(slot + B_OFFSET + bx * (BK * 32 * 4), &tmap_b, col0 + 32 * bx, k0 + it * BK, full(s));
             }
         }
     } else {  // consumer warpgroups
@@ -313,7 +337,8 @@ sgemm_wgmma_3xtf32(int M, int N, int K, float alpha, const float* __restrict__ A
         // runs as two halves of the A tile (rows 0-127, then 128-255), each summed into a 64-register part
         // and added into its half of d: the B^T fragments, loaded, scaled and split once, serve both.
         float part[PART];
-        for (int it = 0; it < numTiles; ++it) {
+        // it < ceil(ceil(K / BK) / S) exactly when it * S * BK < K: a bound of K and gridDim.z alone, kept nowhere
+        for (int it = 0; it * (int)gridDim.z * BK < K; ++it) {
             const int s = it % STAGES;
             mbar_wait(full(s), (it / STAGES) & 1);
             const float* bt = reinterpret_cast<const float*>(slots + s * SLOT_BYTES + B_OFFSET);
@@ -394,6 +419,13 @@ sgemm_wgmma_3xtf32(int M, int N, int K, float alpha, const float* __restrict__ A
         // there, rows EP_LD floats apart, then streams it row by row: in 16-byte pieces where C's base is on
         // a 16-byte boundary (N is a multiple of 4: so are its rows), else one float a lane (below).
         asm volatile("bar.sync 1, %0;\n" ::"n"(128 * CONSUMERS) : "memory");
+        const int2 o = tile_origin();  // read again, not kept across the loop
+        const int row0 = o.x, col0 = o.y;
+        // Split-K: the partial tile, unscaled, into this slice's plane of `parts` (split_k_sum applies alpha
+        // and beta); beta = 0 there, so nothing is read back.
+        const bool split = gridDim.z > 1;
+        float* out = split ? parts + (size_t)blockIdx.z * M * N : C;
+        const float alphaOut = split ? 1.0f : alpha, betaOut = split ? 0.0f : beta;
         float* stage = reinterpret_cast<float*>(slots) + c * (BM * EP_LD);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -405,7 +437,7 @@ sgemm_wgmma_3xtf32(int M, int N, int K, float alpha, const float* __restrict__ A
                     stage[(8 * j + 2 * t + e) * EP_LD + n] = d[4 * j + 2 * h + e];
         }
         asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
-        if ((N & 3) == 0 && aligned16(C)) {  // rows on 16-byte boundaries: a piece is wholly inside N or outside
+        if ((N & 3) == 0 && aligned16(out)) {  // rows on 16-byte boundaries: a piece is wholly inside N or outside
             // The loads of C for 8 pieces issued together before any of their stores (a store may alias a
             // later load as far as the compiler knows, so it would otherwise wait out each load in turn).
 #pragma unroll 1
@@ -414,8 +446,8 @@ sgemm_wgmma_3xtf32(int M, int N, int K, float alpha, const float* __restrict__ A
 #pragma unroll
                 for (int j = 0; j < 8; ++j) {
                     const int idx = (it0 + j) * 128 + ti, row = row0 + idx / 16, col = col0 + 64 * c + 4 * (idx % 16);
-                    old[j] = beta != 0.0f && row < M && col < N
-                                 ? *reinterpret_cast<const float4*>(C + (size_t)row * N + col)
+                    old[j] = betaOut != 0.0f && row < M && col < N
+                                 ? *reinterpret_cast<const float4*>(out + (size_t)row * N + col)
                                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
                 }
 #pragma unroll
@@ -424,11 +456,11 @@ sgemm_wgmma_3xtf32(int M, int N, int K, float alpha, const float* __restrict__ A
                     const int row = row0 + r, col = col0 + 64 * c + 4 * q;
                     if (row < M && col < N) {
                         float4 v = *reinterpret_cast<const float4*>(&stage[r * EP_LD + 4 * q]);
-                        v.x *= alpha; v.y *= alpha; v.z *= alpha; v.w *= alpha;
-                        if (beta != 0.0f) {
-                            v.x += beta * old[j].x; v.y += beta * old[j].y; v.z += beta * old[j].z; v.w += beta * old[j].w;
+                        v.x *= alphaOut; v.y *= alphaOut; v.z *= alphaOut; v.w *= alphaOut;
+                        if (betaOut != 0.0f) {
+                            v.x += betaOut * old[j].x; v.y += betaOut * old[j].y; v.z += betaOut * old[j].z; v.w += betaOut * old[j].w;
                         }
-                        *reinterpret_cast<float4*>(C + (size_t)row * N + col) = v;
+                        *reinterpret_cast<float4*>(out + (size_t)row * N + col) = v;
                     }
                 }
             }
@@ -442,16 +474,16 @@ sgemm_wgmma_3xtf32(int M, int N, int K, float alpha, const float* __restrict__ A
 #pragma unroll
                 for (int j = 0; j < 8; ++j) {
                     const int row = row0 + r0 + 2 * j + ti / 64;
-                    old[j] = beta != 0.0f && row < M && col < N ? C[(size_t)row * N + col] : 0.0f;
+                    old[j] = betaOut != 0.0f && row < M && col < N ? out[(size_t)row * N + col] : 0.0f;
                 }
 #pragma unroll
                 for (int j = 0; j < 8; ++j) {
                     const int r = r0 + 2 * j + ti / 64, row = row0 + r;
                     if (row < M && col < N) {
-                        float x = stage[r * EP_LD + q] * alpha;  // the float4 form's arithmetic
-                        if (beta != 0.0f)
-                            x += beta * old[j];
-                        C[(size_t)row * N + col] = x;
+                        float x = stage[r * EP_LD + q] * alphaOut;  // the float4 form's arithmetic
+                        if (betaOut != 0.0f)
+                            x += betaOut * old[j];
+                        out[(size_t)row * N + col] = x;
                     }
                 }
             }
@@ -459,4 +491,48 @@ sgemm_wgmma_3xtf32(int M, int N, int K, float alpha, const float* __restrict__ A
     }
     __syncwarp();
     __syncthreads();  // no thread leaves while a copy into the block's shared memory may still be landing
+}
+
+// ---- the split-K sum (launched only where S > 1) -----------------------------------------------------
+//
+// C = alpha (parts[0] + ... + parts[S-1]) + beta C: the S planes of M x N floats added in slice order, in
+// double (S FP32 partials: their sum is exact there but for S beyond 2^29), rounded once to FP32, then
+// scaled as the product's epilogue scales (sum * alpha, plus beta * C where beta != 0: C is not read at
+// beta = 0, so a C of NaNs is overwritten). A thread takes 4 consecutive floats of C (N is a multiple of
+// 4, so a group never straddles a row, and the planes' groups are 16-byte aligned), by a grid-stride loop.
+extern "C" __global__ void __launch_bounds__(256) split_k_sum(int M, int N, int S, float alpha,
+                                                             const float* __restrict__ parts, float beta,
+                                                             float* __restrict__ C) {
+    const size_t plane = (size_t)M * N, groups = plane / 4;
+    const bool vec = aligned16(C);
+    for (size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x; q < groups; q += (size_t)gridDim.x * blockDim.x) {
+        double acc[4] = {0.0, 0.0, 0.0, 0.0};
+#pragma unroll 4
+        for (int z = 0; z < S; ++z) {
+            const float4 v = __ldcs(reinterpret_cast<const float4*>(parts + z * plane) + q);  // read once
+            acc[0] += v.x, acc[1] += v.y, acc[2] += v.z, acc[3] += v.w;
+        }
+        float* c = C + 4 * q;
+        float r[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            r[e] = (float)acc[e] * alpha;
+        if (beta != 0.0f) {
+            if (vec) {
+                const float4 old = *reinterpret_cast<const float4*>(c);
+                r[0] += beta * old.x, r[1] += beta * old.y, r[2] += beta * old.z, r[3] += beta * old.w;
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    r[e] += beta * c[e];
+            }
+        }
+        if (vec) {
+            *reinterpret_cast<float4*>(c) = make_float4(r[0], r[1], r[2], r[3]);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                c[e] = r[e];
+        }
+    }
 }

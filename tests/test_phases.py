@@ -42,7 +42,9 @@ def _kernel_params(source: str) -> dict[str, str]:
     return out
 
 
-def test_each_phase_passes_what_its_kernel_takes(spec):
+@pytest.mark.parametrize("stage", [STAGE, "23_wgmma_3xtf32_split_a"])
+def test_each_phase_passes_what_its_kernel_takes(lab, stage):
+    spec = lab.kernel(stage)
     declared = _kernel_params((ROOT / "kernels" / spec.source).read_text())
     assert set(declared) == {p["entry"] for p in spec.phases}
     for p in spec.phases:
@@ -267,7 +269,7 @@ def test_the_main_phase_s_rate_is_put_against_its_measured_roof(spec, lab):
     assert phases.main_ops(spec, Shape(m=10, n=10, k=17)) == 2 * 10 * 10 * spec.params["PADK"] * spec.params["NMOD"]
     assert phases.main_ops(spec.with_params(PADK=16), Shape(m=10, n=10, k=17)) == 2 * 10 * 10 * 32 * spec.params["NMOD"]
     line = profiled_part(spec, (4096, 4096, 4096), ops / 1e6, {"int8_tops": 2000.0})  # ns: 1000 TOPS
-    assert line.startswith(", of its main phase `ozaki_int8_gemm` alone (one of its 4 kernels): ")
+    assert line.startswith(", of its main phase `ozaki_int8_gemm` alone (one of the 4 kernels of a call at this shape): ")
     assert "1000 TOPS, 50.0% of the INT8 tensor probe's 2000" in line
     assert "no INT8 tensor roof measured" in profiled_part(spec, (4096, 4096, 4096), 1e6, {})
     assert profiled_part(lab.kernel("17_wgmma_tf32"), (4096, 4096, 4096), 1e6, {"int8_tops": 1.0}) == ""
@@ -314,3 +316,53 @@ def test_each_kernel_of_the_stage_gets_its_row_in_the_report_in_launch_order(spe
     # a phase without its figures: no shares of a partial sum, a line saying which
     partial = profile_lines(spec, ncu_table(main, shape), shape, None, others[others.phase != entries[0]])
     assert len(partial) == 2 and f"`{entries[0]}` without a duration" in partial[1]
+
+
+SPLIT = "23_wgmma_3xtf32_split_a"
+
+
+def test_a_phase_with_a_when_launches_only_where_it_holds(lab):
+    """Stage 23's split-K sum launches where the plan splits K (S > 1) and nowhere else; the product's grid
+    takes the S slices, and its workspace of partial planes is empty where it does not split."""
+    spec = lab.kernel(SPLIT)
+    for mnk, split in (((4096, 4096, 4096), False), ((256, 256, 65536), True), ((128, 96, 49152), True),
+                       ((1024, 1024, 1024), True), ((16384, 192, 2048), False), ((1, 4, 1), False)):
+        plan = phases.plan(spec, Shape.of(mnk))
+        s = plan.names["S"]
+        assert (s > 1) == split, mnk
+        assert phases.launched(spec, Shape.of(mnk)) == (("split_a_tf32", "sgemm_wgmma_3xtf32") +
+                                                        (("split_k_sum",) if split else ())), mnk
+        main = next(p for p in plan.phases if p.entry == spec.entry)
+        tiles = main.launch.grid[0] * main.launch.grid[1]
+        assert main.launch.grid[2] == s and tiles * s <= spec.params["SPLIT_SLOTS"] or s == 1, mnk
+        parts = next(b for b in plan.workspace if b.name == "parts")
+        assert parts.bytes == (4 * mnk[0] * mnk[1] * s if split else 0), mnk
+        # every slice at least SPLIT_MIN K-tiles of work, the last one starting inside K or running zeros only
+        k_tiles = _cdiv(mnk[2], spec.params["BK"])
+        assert s == 1 or k_tiles // s >= spec.params["SPLIT_MIN"], mnk
+
+
+def test_a_when_is_refused_on_the_main_phase_and_over_unknown_names(raw_config):
+    raw = copy.deepcopy(raw_config)
+    entry = copy.deepcopy(next(k for k in raw["kernels"] if k["id"] == SPLIT))
+    main = next(i for i, p in enumerate(entry["phases"]) if p["entry"] == entry["entry"])
+    for i, when, needle in ((main, "S > 1", f"phases[{main}] (sgemm_wgmma_3xtf32) is the main phase, which always launches"),
+                            (0, "SPLITS > 1", "phases[0].when 'SPLITS > 1' uses unknown name(s) SPLITS")):
+        ph = copy.deepcopy(entry["phases"])
+        ph[i]["when"] = when
+        raw["kernels"] = [k for k in raw_config["kernels"] if k["id"] != SPLIT] + [dict(entry, phases=ph)]
+        with pytest.raises(ConfigError) as err:
+            cfgmod.from_dict(raw, source="config/config.yaml")
+        assert f"kernel {SPLIT}: " in str(err.value) and needle in str(err.value), str(err.value)
+
+
+def test_a_skipped_phase_s_grid_is_not_evaluated(raw_config):
+    """Where a phase does not launch its grid need not make sense (here: a division by S - 1, zero unsplit)."""
+    raw = copy.deepcopy(raw_config)
+    entry = copy.deepcopy(next(k for k in raw["kernels"] if k["id"] == SPLIT))
+    i = next(i for i, p in enumerate(entry["phases"]) if p.get("when"))
+    entry["phases"][i]["grid"] = ["M * N // (S - 1)"]
+    raw["kernels"] = [k for k in raw["kernels"] if k["id"] != SPLIT] + [entry]
+    spec = cfgmod.from_dict(raw).kernel(SPLIT)
+    assert phases.launched(spec, Shape(m=4096, n=4096, k=4096))[-1] == "sgemm_wgmma_3xtf32"
+    assert phases.plan(spec, Shape(m=256, n=256, k=65536)).phases[-1].launch.grid[0] == 256 * 256 // 65

@@ -60,7 +60,7 @@ def test_kernel_regex_names_every_entry_and_cublas():
 def test_every_kernel_of_a_stage_of_several_is_profiled_and_marked_by_its_phase():
     """A stage of several kernels: each call's launches in launch order, every entry in the regex, the main
     kernel's rows as any stage's (no phase), the others' marked with their entry; out of order, nothing."""
-    staged = profile.ProfileItem(impl="s", entry="main_k", shapes=(BIG,), kernels=("prep_k", "main_k", "post_k"))
+    staged = profile.ProfileItem(impl="s", entry="main_k", shapes=(BIG,), kernels=(("prep_k", "main_k", "post_k"),))
     items = [_item("x", "sgemm_x", BIG), staged, _item("cublas", None, BIG)]
     assert profile.kernel_regex(items) == "regex:^(main_k|post_k|prep_k|sgemm_x)$|gemm|gemv"
     assert [(i.impl, e) for i, _, e in profile.launches(items)] == \
@@ -73,6 +73,26 @@ def test_every_kernel_of_a_stage_of_several_is_profiled_and_marked_by_its_phase(
     swapped = raw[:3] + [raw[4], raw[3]] + raw[5:]
     with pytest.raises(Exception, match="launch 1 is main_k, expected prep_k for s"):
         profile.tidy("\n".join(swapped) + "\n", items=items)
+
+
+def test_a_phase_launched_at_some_shapes_only_is_expected_there_only():
+    """A phase with a `when` (a split-K sum) launches at some shapes: the launches ncu is told to expect
+    follow each shape's own list, and a launch list that leaves it out where it ran is refused."""
+    staged = profile.ProfileItem(impl="s", entry="main_k", shapes=(SMALL, BIG),
+                                 kernels=(("prep_k", "main_k", "sum_k"), ("prep_k", "main_k")))
+    assert profile.kernel_regex([staged]) == "regex:^(main_k|prep_k|sum_k)$"
+    assert [(s, e) for _, s, e in profile.launches([staged])] == \
+        [(SMALL, "prep_k"), (SMALL, "main_k"), (SMALL, "sum_k"), (BIG, "prep_k"), (BIG, "main_k")]
+    names = ["prep_k", "main_k", "sum_k", "prep_k", "main_k"]
+    raw = RAW.split("\n")[:2] + [f'"{i}","{n}","{100 * (i + 1)}","1,024","64","0.5"' for i, n in enumerate(names)]
+    df = profile.tidy("\n".join(raw) + "\n", items=[staged])
+    dur = df[df.metric == "duration"].set_index(["m", "phase"]).value
+    assert dur.to_dict() == {(SMALL.m, "prep_k"): 100, (SMALL.m, ""): 200, (SMALL.m, "sum_k"): 300,
+                             (BIG.m, "prep_k"): 400, (BIG.m, ""): 500}
+    every = profile.ProfileItem(impl="s", entry="main_k", shapes=(SMALL, BIG),
+                                kernels=(("prep_k", "main_k", "sum_k"), ("prep_k", "main_k", "sum_k")))
+    with pytest.raises(Exception, match="profiled 5 launches, expected 6"):
+        profile.tidy("\n".join(raw) + "\n", items=[every])
 
 
 def _profile(lab, tmp_path):
@@ -149,7 +169,7 @@ def test_the_step_profiles_every_kernel_of_a_stage_of_several_and_keeps_their_ro
                                 report=tmp_path / "ladder.ncu-rep") is None
     (item,) = seen["items"]
     entries = tuple(ph["entry"] for ph in stage.phases)
-    assert item.entry == stage.entry and item.kernels == entries and len(entries) > 1
+    assert item.entry == stage.entry and item.kernels == tuple(entries for _ in item.shapes) and len(entries) > 1
     main, phases = split_phases(io.read_table(out, required=("kernel", "metric", "value"), rows=False, what="a profile"))
     assert len(main) == len(item.shapes) and set(main.ncu_kernel) == {stage.entry}
     assert sorted(phases.phase.unique()) == sorted(e for e in entries if e != stage.entry)

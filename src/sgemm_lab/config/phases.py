@@ -16,7 +16,9 @@ buffers of its own. Its config entry says all of it as data, so that its launche
     each), its dynamic ``shared`` bytes (an expression over the parameters only: the launcher opts in
     once), and its ``args``, names in the order of the kernel's parameters: ``M``, ``N``, ``K``, a size
     or a parameter (passed as int), ``alpha`` or ``beta`` (float), ``A``, ``B``, ``C`` or a workspace
-    buffer (a pointer);
+    buffer (a pointer); optionally ``when``, an expression like the sizes': the phase launches only at
+    shapes where it is nonzero (a split-K sum where the plan splits K), and its grid is not evaluated
+    elsewhere; the main phase always launches;
 ``tensor_maps``
     entries with ``buffer`` (a workspace name, or ``A``, ``B`` or ``C`` for the call's own matrix) in
     place of ``operand``: the map's ``dims`` (inner, outer) in elements and ``row_bytes`` as expressions,
@@ -124,7 +126,8 @@ def plan(spec: KernelSpec, shape: Shape) -> PhasePlan:
         work = tuple(Buffer(name=b["name"], bytes=int(evaluate(spec, f"workspace.{b['name']}.bytes", str(b["bytes"]), names)),
                             zero=bool(b.get("zero", False))) for b in spec.workspace)
         launches = [(p, _dims(spec, f"phases[{i}].grid", p["grid"], names), _dims(spec, f"phases[{i}].block", p["block"], names),
-                     int(evaluate(spec, f"phases[{i}].shared", str(p.get("shared", 0)), names))) for i, p in enumerate(spec.phases)]
+                     int(evaluate(spec, f"phases[{i}].shared", str(p.get("shared", 0)), names)))
+                    for i, p in enumerate(spec.phases) if _launches(spec, i, names)]
     except ConfigError as exc:
         raise cannot(str(exc).split(": ", 1)[-1]) from None
     bad = [b.name for b in work if b.bytes < 0]
@@ -140,6 +143,17 @@ def plan(spec: KernelSpec, shape: Shape) -> PhasePlan:
         phases.append(Phase(entry=p["entry"], launch=Launch(grid=grid, block=block, shared_bytes=shared),
                             args=tuple(p["args"])))
     return PhasePlan(names=names, workspace=work, phases=tuple(phases))
+
+
+def _launches(spec: KernelSpec, i: int, names: Mapping[str, int]) -> bool:
+    """Whether phase ``i`` launches at the shape of ``names`` (its ``when``; always without one)."""
+    when = spec.phases[i].get("when")
+    return when is None or bool(evaluate(spec, f"phases[{i}].when", str(when), names))
+
+
+def launched(spec: KernelSpec, shape: Shape) -> tuple[str, ...]:
+    """The entries one call of ``spec`` launches at ``shape``, in order (every phase whose ``when`` holds)."""
+    return tuple(p.entry for p in plan(spec, shape).phases)
 
 
 def workspace_bytes(spec: KernelSpec, shape: Shape) -> int:
@@ -211,6 +225,10 @@ def check(spec: KernelSpec) -> None:
             for j, t in enumerate(p[key]):
                 _names_within(spec, f"phases[{i}].{key}[{j}]", t, known)
         _names_within(spec, f"phases[{i}].shared", p.get("shared", 0), params)
+        if "when" in p:
+            if p["entry"] == spec.entry:
+                raise refuse(f"phases[{i}] ({p['entry']}) is the main phase, which always launches: no 'when'")
+            _names_within(spec, f"phases[{i}].when", p["when"], known)
         unknown = [a for a in p["args"] if a not in passable]
         if unknown:
             raise refuse(f"phases[{i}] ({p['entry']}).args: {', '.join(unknown)} is no parameter, size, M, N, K, "

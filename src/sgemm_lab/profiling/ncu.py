@@ -90,20 +90,25 @@ def ncu_path() -> str | None:
 @dataclass(frozen=True, kw_only=True)
 class ProfileItem:
     """One implementation to profile: its kernel's entry name (None: cuBLAS), the shapes, and the build
-    the profiled process loads (none for cuBLAS); ``kernels``: for a stage of several kernels, every entry
-    one call launches, in launch order (the main ``entry`` among them)."""
+    the profiled process loads (none for cuBLAS); ``kernels``: for a stage of several kernels, per shape
+    (in the order of ``shapes``) every entry one call launches there, in launch order (the main ``entry``
+    among them; a phase with a ``when`` may launch at some shapes only)."""
 
     impl: str
     entry: str | None
     shapes: tuple[Shape, ...]
     binary: str = ""
     record: str = ""
-    kernels: tuple[str, ...] = ()
+    kernels: tuple[tuple[str, ...], ...] = ()
+
+    def launched(self, i: int) -> tuple[str | None, ...]:
+        """The entries one call at ``shapes[i]`` launches, in order (cuBLAS: one launch of a kernel of its own)."""
+        return self.kernels[i] if self.kernels else (self.entry,)
 
     @property
-    def launched(self) -> tuple[str | None, ...]:
-        """The entries one call launches, in order (cuBLAS: one launch of a kernel of its own)."""
-        return self.kernels or (self.entry,)
+    def entries(self) -> set[str]:
+        """Every entry of ours that any of its calls launches."""
+        return {e for i in range(len(self.shapes)) for e in self.launched(i) if e}
 
     def as_plan(self) -> dict:
         return dict(impl=self.impl, binary=self.binary, record=self.record,
@@ -113,7 +118,7 @@ class ProfileItem:
 def kernel_regex(items: list[ProfileItem]) -> str:
     """The entry names, anchored, and ``gemm`` or ``gemv`` when cuBLAS is among them (its kernel names
     vary, and for outputs of a few rows or columns it may run a matrix-vector kernel)."""
-    names = sorted({e for i in items for e in i.launched if e})
+    names = sorted(set().union(*(i.entries for i in items)))
     parts = [f"^({'|'.join(names)})$"] if names else []
     if any(i.entry is None for i in items):
         parts.append("gemm|gemv")
@@ -122,7 +127,7 @@ def kernel_regex(items: list[ProfileItem]) -> str:
 
 def launches(items: list[ProfileItem]) -> list[tuple[ProfileItem, Shape, str | None]]:
     """Every profiled launch in the order the profiled process makes them: implementation, shape, entry."""
-    return [(item, shape, entry) for item in items for shape in item.shapes for entry in item.launched]
+    return [(item, shape, entry) for item in items for i, shape in enumerate(item.shapes) for entry in item.launched(i)]
 
 
 def ncu_command(*, ncu: str, report: Path, regex: str, launches: int, target: list[str],
@@ -168,7 +173,7 @@ def tidy(raw_csv: str, *, items: list[ProfileItem]) -> "pd.DataFrame":
     if len(data) != len(expected):
         raise LabError(f"ncu profiled {len(data)} launches, expected {len(expected)} "
                        f"({', '.join(i.impl for i in items)})")
-    ours = {e for i in items for e in i.launched if e}
+    ours = set().union(*(i.entries for i in items))
     rows = []
     for i, (item, shape, entry) in enumerate(expected):
         name = str(data.loc[i, "Kernel Name"]) if "Kernel Name" in data else ""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config.geometry import unsupported_reason
-from ..config.phases import is_phased
+from ..config.phases import is_phased, launched
 from ..config.records import LabConfig
 from ..errors import LabError
 from ..measure.lockfiles import lock_path
@@ -42,7 +42,7 @@ def profile(cfg: LabConfig, *, builds: dict[str, tuple[Path | None, Path | None]
         if not shapes:
             skipped[impl] = "unavailable: no profile shape is supported by this stage"
             continue
-        phases = tuple(ph["entry"] for ph in spec.phases) if spec is not None and is_phased(spec) else ()
+        phases = tuple(launched(spec, s) for s in shapes) if spec is not None and is_phased(spec) else ()
         items.append(ProfileItem(impl=impl, entry=None if spec is None else spec.entry, shapes=shapes,
                                  binary=str(binary or ""), record=str(record or ""), kernels=phases))
     for impl, why in skipped.items():
@@ -67,7 +67,7 @@ def profile(cfg: LabConfig, *, builds: dict[str, tuple[Path | None, Path | None]
     for item in items:
         part = df[df.kernel == item.impl]
         log.info("[profile %s] %d metrics for %s%s", item.impl, len(part), ", ".join(map(str, item.shapes)),
-                 f" ({len(item.kernels)} kernels a call)" if item.kernels else "")
+                 f" ({' or '.join(map(str, sorted({len(k) for k in item.kernels})))} kernels a call)" if item.kernels else "")
         io.write_csv(outs[item.impl], part)
     log.info("[profile] report %s", report)
     return None

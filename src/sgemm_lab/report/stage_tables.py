@@ -237,10 +237,10 @@ def profiled_part(spec, shape, duration_ns: float, ceilings: dict | None) -> str
     (``main_roof``), their rate over the profiled duration against the measured ceiling."""
     if spec.geometry != "phases":
         return ""
-    from ..config.phases import main_ops
+    from ..config.phases import launched, main_ops
     from ..config.records import Shape
 
-    out = f", of its main phase `{spec.entry}` alone (one of its {len(spec.phases)} kernels)"
+    out = f", of its main phase `{spec.entry}` alone (one of the {len(launched(spec, Shape.of(shape)))} kernels of a call at this shape)"
     ops = main_ops(spec, Shape.of(shape))
     if ops is None or not duration_ns > 0:
         return out
@@ -292,9 +292,11 @@ def profile_lines(spec, prof: pd.DataFrame, shape, ceilings: dict | None, phases
     m, n, k = shape
     mine = phases[(phases.kernel == spec.id) & (phases.m == m) & (phases.n == n) & (phases.k == k)]
     by = mine.pivot_table(index="phase", columns="metric", values="value", aggfunc="first") if len(mine) else None
-    rows = [(ph["entry"], r if ph["entry"] == spec.entry else
-             (by.loc[ph["entry"]] if by is not None and ph["entry"] in by.index else pd.Series(dtype=float)))
-            for ph in spec.phases]
+    from ..config.phases import launched
+    from ..config.records import Shape
+
+    rows = [(e, r if e == spec.entry else (by.loc[e] if by is not None and e in by.index else pd.Series(dtype=float)))
+            for e in launched(spec, Shape.of(shape))]  # a phase with a `when` only where it launches
     missing = [e for e, x in rows if not x.get("duration", math.nan) > 0]
     if missing:  # a share of a partial sum would mislead: say which were not profiled instead
         return out + [f"Its other kernels' figures are not in this run's profile at {shape_label(*shape)} "
