@@ -366,3 +366,44 @@ def test_a_skipped_phase_s_grid_is_not_evaluated(raw_config):
     spec = cfgmod.from_dict(raw).kernel(SPLIT)
     assert phases.launched(spec, Shape(m=4096, n=4096, k=4096))[-1] == "sgemm_wgmma_3xtf32"
     assert phases.plan(spec, Shape(m=256, n=256, k=65536)).phases[-1].launch.grid[0] == 256 * 256 // 65
+
+
+def test_a_phase_with_a_when_has_its_block_checked_and_its_shared_memory_opted_in(lab, raw_config):
+    """The launcher checks every phase's block and opts each into its dynamic shared memory once, at no
+    particular shape: a phase that does not launch at 1 x 1 x 1 (its `when` false there) is among them, and
+    its block is held to CUDA's limits when the config is loaded."""
+    spec = lab.kernel(SPLIT)
+    assert "split_k_sum" not in phases.launched(spec, Shape(m=1, n=4, k=1))
+    got = {e: (t, sh) for e, t, sh in phases.blocks(spec)}
+    assert got["split_k_sum"] == (256, 0) and got["sgemm_wgmma_3xtf32"][0] == spec.params["THREADS"]
+    assert got["sgemm_wgmma_3xtf32"][1] > 48 * 1024
+    raw = copy.deepcopy(raw_config)
+    entry = copy.deepcopy(next(k for k in raw["kernels"] if k["id"] == SPLIT))
+    i = next(i for i, p in enumerate(entry["phases"]) if p.get("when"))
+    entry["phases"][i]["block"] = [2048]
+    raw["kernels"] = [k for k in raw["kernels"] if k["id"] != SPLIT] + [entry]
+    with pytest.raises(ConfigError, match=r"phase split_k_sum's block \(2048, 1, 1\) is outside CUDA's limits"):
+        cfgmod.from_dict(raw)
+
+
+def test_the_launcher_asks_every_phase_whether_it_can_launch(lab):
+    """PhasedLauncher.launch_problem: a kernel that launches only at some shapes (split_k_sum) is asked too,
+    and its problem is named by its entry."""
+    from sgemm_lab.gpu.device import DeviceInfo
+    from sgemm_lab.gpu.phased import PhasedLauncher
+
+    spec = lab.kernel(SPLIT)
+
+    class Func:
+        def __init__(self, most):
+            self.max_threads_per_block, self.num_regs, self.shared_size_bytes = most, 64, 0
+
+    dev = DeviceInfo(name="H200", arch="sm_90a", compute_capability="9.0", multiprocessors=132, l2_bytes=1 << 25,
+                     global_mem_bytes=1 << 37, max_threads_per_block=1024, max_shared_per_block=48 * 1024,
+                     max_shared_per_block_optin=227 * 1024, max_registers_per_block=65536, pci_bus_id="0")
+    launcher = object.__new__(PhasedLauncher)
+    launcher._blocks = phases.blocks(spec)
+    launcher.funcs = {e: Func(1024) for e, _, _ in launcher._blocks}
+    assert launcher.launch_problem(dev) is None
+    launcher.funcs["split_k_sum"] = Func(128)
+    assert launcher.launch_problem(dev).startswith("phase split_k_sum: 256 threads per block but the build allows 128")

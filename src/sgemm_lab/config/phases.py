@@ -137,12 +137,29 @@ def plan(spec: KernelSpec, shape: Shape) -> PhasePlan:
     for p, grid, block, shared in launches:
         if grid[0] > MAX_GRID_X or grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ or min(grid) < 1:
             raise cannot(f"phase {p['entry']}'s grid {grid} is outside CUDA's limits")
-        threads = block[0] * block[1] * block[2]
-        if min(block) < 1 or any(b > lim for b, lim in zip(block, MAX_BLOCK)) or threads > MAX_THREADS_PER_BLOCK:
+        if not _block_fits(block):
             raise cannot(f"phase {p['entry']}'s block {block} is outside CUDA's limits")
         phases.append(Phase(entry=p["entry"], launch=Launch(grid=grid, block=block, shared_bytes=shared),
                             args=tuple(p["args"])))
     return PhasePlan(names=names, workspace=work, phases=tuple(phases))
+
+
+def _block_fits(block: tuple[int, int, int]) -> bool:
+    return (min(block) >= 1 and all(b <= lim for b, lim in zip(block, MAX_BLOCK))
+            and block[0] * block[1] * block[2] <= MAX_THREADS_PER_BLOCK)
+
+
+def blocks(spec: KernelSpec) -> tuple[tuple[str, int, int], ...]:
+    """Every phase's entry, threads per block and dynamic shared bytes (as at M = N = K = 1), whether its
+    ``when`` holds there or not: what the launcher checks each kernel against, once."""
+    from .records import Shape
+
+    names = shape_names(spec, Shape(m=1, n=1, k=1))
+    out = []
+    for i, p in enumerate(spec.phases):
+        b = _dims(spec, f"phases[{i}].block", p["block"], names)
+        out.append((p["entry"], b[0] * b[1] * b[2], int(evaluate(spec, f"phases[{i}].shared", str(p.get("shared", 0)), names))))
+    return tuple(out)
 
 
 def _launches(spec: KernelSpec, i: int, names: Mapping[str, int]) -> bool:
@@ -250,6 +267,10 @@ def check(spec: KernelSpec) -> None:
         one = plan(spec, Shape(m=1, n=1, k=1))
     except ShapeError as exc:
         raise refuse(str(exc).split(": ", 1)[1]) from None
+    for i, p in enumerate(spec.phases):  # a phase with a `when` too, which the plan at 1 x 1 x 1 may leave out
+        block = _dims(spec, f"phases[{i}].block", p["block"], one.names)
+        if not _block_fits(block):
+            raise refuse(f"phase {p['entry']}'s block {block} is outside CUDA's limits")
     if spec.has_sweep:
         raise refuse("a stage of several kernels has no tile sweep (the sweep times one kernel)")
     for i in range(len(spec.tensor_maps)):

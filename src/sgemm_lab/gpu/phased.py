@@ -51,12 +51,11 @@ class PhasedLauncher:
                     raise CompileError(f"kernel {spec.id}: '{m['symbol']}' is {size} B, a tensor map is {MAP_BYTES} B")
                 self._map_vars[m["symbol"]] = ptr
             self._encoder = Encoder()
-        one = phases.plan(spec, Shape(m=1, n=1, k=1))  # dynamic shared memory depends on the parameters only
-        for ph in one.phases:
-            if ph.launch.shared_bytes > 48 * 1024:  # above 48 KiB a kernel must opt in
-                self.funcs[ph.entry].set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                   ph.launch.shared_bytes)
-        self._launches = one.phases
+        # every phase's block and dynamic shared memory (the parameters' alone), a phase with a `when` too
+        self._blocks = phases.blocks(spec)
+        for entry, _, shared in self._blocks:
+            if shared > 48 * 1024:  # above 48 KiB a kernel must opt in
+                self.funcs[entry].set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
 
     def resources(self, arch: str, compile_s: float) -> BuildRecord:
         return build_record(self.spec, self.func, arch, compile_s)
@@ -68,10 +67,10 @@ class PhasedLauncher:
 
     def launch_problem(self, dev: DeviceInfo) -> str | None:
         """Why a phase cannot launch its block on ``dev`` (None if every one can)."""
-        for ph in self._launches:
-            problem = block_problem(self.funcs[ph.entry], ph.launch.threads, ph.launch.shared_bytes, dev)
+        for entry, threads, shared in self._blocks:
+            problem = block_problem(self.funcs[entry], threads, shared, dev)
             if problem:
-                return f"phase {ph.entry}: {problem}"
+                return f"phase {entry}: {problem}"
         return None
 
     def check_launchable(self, dev: DeviceInfo) -> None:
