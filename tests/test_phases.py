@@ -334,7 +334,7 @@ def test_a_phase_with_a_when_launches_only_where_it_holds(lab):
                                                         (("split_k_sum",) if split else ())), mnk
         main = next(p for p in plan.phases if p.entry == spec.entry)
         tiles = main.launch.grid[0] * main.launch.grid[1]
-        assert main.launch.grid[2] == s and tiles * s <= spec.params["SPLIT_SLOTS"] or s == 1, mnk
+        assert main.launch.grid[2] == s and (s == 1 or tiles * s <= spec.params["SPLIT_SLOTS"]), mnk
         parts = next(b for b in plan.workspace if b.name == "parts")
         assert parts.bytes == (4 * mnk[0] * mnk[1] * s if split else 0), mnk
         # every slice at least SPLIT_MIN K-tiles of work, the last one starting inside K or running zeros only

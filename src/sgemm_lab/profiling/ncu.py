@@ -107,8 +107,11 @@ class ProfileItem:
 
     @property
     def entries(self) -> set[str]:
-        """Every entry of ours that any of its calls launches."""
-        return {e for i in range(len(self.shapes)) for e in self.launched(i) if e}
+        """Every entry of ours that any of its calls launches (its ``entry`` alone without ``kernels``, whatever
+        its shapes: a caller that names no shapes still gets the entry to match)."""
+        if not self.kernels:
+            return {self.entry} if self.entry else set()
+        return {e for k in self.kernels for e in k if e}
 
     def as_plan(self) -> dict:
         return dict(impl=self.impl, binary=self.binary, record=self.record,
