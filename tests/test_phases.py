@@ -407,3 +407,25 @@ def test_the_launcher_asks_every_phase_whether_it_can_launch(lab):
     assert launcher.launch_problem(dev) is None
     launcher.funcs["split_k_sum"] = Func(128)
     assert launcher.launch_problem(dev).startswith("phase split_k_sum: 256 threads per block but the build allows 128")
+
+
+def test_the_report_lists_the_kernels_a_call_launched_at_the_profiled_shape(lab):
+    """Stage 23's profile paragraph at a shape it splits K for lists its three kernels, at one it does not two;
+    a shape today's config cannot plan (a profile of an older run) lists every phase instead of failing."""
+    import pandas as pd
+
+    from sgemm_lab.report.stage_tables import _launched, ncu_table, profile_lines
+
+    spec = lab.kernel(SPLIT)
+    assert _launched(spec, (1024, 1024, 1024)) == ("split_a_tf32", "sgemm_wgmma_3xtf32", "split_k_sum")
+    assert _launched(spec, (4096, 4096, 4096)) == ("split_a_tf32", "sgemm_wgmma_3xtf32")
+    assert _launched(spec, (20_000_000, 4, 64)) == _launched(spec, (1024, 1024, 1024))  # grid y past 65535: all
+    for shape, entries in (((1024, 1024, 1024), ["split_a_tf32", "sgemm_wgmma_3xtf32", "split_k_sum"]),
+                           ((4096, 4096, 4096), ["split_a_tf32", "sgemm_wgmma_3xtf32"])):
+        rows = [dict(kernel=spec.id, m=shape[0], n=shape[1], k=shape[2], status="ok", metric="duration",
+                     value=100.0 * (i + 1), phase="" if e == spec.entry else e) for i, e in enumerate(entries)]
+        df = pd.DataFrame(rows)
+        main, others = df[df.phase == ""].drop(columns="phase"), df[df.phase != ""]
+        lines = profile_lines(spec, ncu_table(main, shape), shape, None, others)
+        assert f"one of the {len(entries)} kernels of a call at this shape" in lines[0]
+        assert [ln.split("`")[1] for ln in "\n".join(lines).splitlines() if ln.startswith("| `")] == entries

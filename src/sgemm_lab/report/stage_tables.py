@@ -231,16 +231,29 @@ def eval_list(text) -> list[str]:
 CEILING_NAMES = {"fp32_tflops": ("FMA", "TFLOP/s"), "tf32_tflops": ("TF32 tensor", "TFLOP/s"), "int8_tops": ("INT8 tensor", "TOPS")}
 
 
+def _launched(spec, shape) -> tuple[str, ...]:
+    """The entries a call of a phased stage launches at ``shape``; every phase where today's config cannot plan
+    the shape (a profile from an older run): the report says which kernels lack figures rather than fail."""
+    from ..config.phases import launched
+    from ..config.records import Shape
+    from ..errors import ShapeError
+
+    try:
+        return launched(spec, Shape.of(shape))
+    except ShapeError:
+        return tuple(p["entry"] for p in spec.phases)
+
+
 def profiled_part(spec, shape, duration_ns: float, ceilings: dict | None) -> str:
     """What a stage's profile line is of: nothing to add for a one-kernel stage; for a stage of several
     kernels its main phase alone, and, where the config states the main phase's operations
     (``main_roof``), their rate over the profiled duration against the measured ceiling."""
     if spec.geometry != "phases":
         return ""
-    from ..config.phases import launched, main_ops
+    from ..config.phases import main_ops
     from ..config.records import Shape
 
-    out = f", of its main phase `{spec.entry}` alone (one of the {len(launched(spec, Shape.of(shape)))} kernels of a call at this shape)"
+    out = f", of its main phase `{spec.entry}` alone (one of the {len(_launched(spec, shape))} kernels of a call at this shape)"
     ops = main_ops(spec, Shape.of(shape))
     if ops is None or not duration_ns > 0:
         return out
@@ -292,11 +305,8 @@ def profile_lines(spec, prof: pd.DataFrame, shape, ceilings: dict | None, phases
     m, n, k = shape
     mine = phases[(phases.kernel == spec.id) & (phases.m == m) & (phases.n == n) & (phases.k == k)]
     by = mine.pivot_table(index="phase", columns="metric", values="value", aggfunc="first") if len(mine) else None
-    from ..config.phases import launched
-    from ..config.records import Shape
-
     rows = [(e, r if e == spec.entry else (by.loc[e] if by is not None and e in by.index else pd.Series(dtype=float)))
-            for e in launched(spec, Shape.of(shape))]  # a phase with a `when` only where it launches
+            for e in _launched(spec, shape)]  # a phase with a `when` only where it launches
     missing = [e for e, x in rows if not x.get("duration", math.nan) > 0]
     if missing:  # a share of a partial sum would mislead: say which were not profiled instead
         return out + [f"Its other kernels' figures are not in this run's profile at {shape_label(*shape)} "
