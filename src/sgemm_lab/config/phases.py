@@ -149,17 +149,15 @@ def _block_fits(block: tuple[int, int, int]) -> bool:
             and block[0] * block[1] * block[2] <= MAX_THREADS_PER_BLOCK)
 
 
-def blocks(spec: KernelSpec) -> tuple[tuple[str, int, int], ...]:
-    """Every phase's entry, threads per block and dynamic shared bytes (as at M = N = K = 1), whether its
-    ``when`` holds there or not: what the launcher checks each kernel against, once."""
+def blocks(spec: KernelSpec) -> tuple[tuple[str, tuple[int, int, int], int], ...]:
+    """Every phase's entry, block and dynamic shared bytes (as at M = N = K = 1), whether its ``when`` holds
+    there or not: what the config check holds to CUDA's limits and the launcher checks each kernel against."""
     from .records import Shape
 
     names = shape_names(spec, Shape(m=1, n=1, k=1))
-    out = []
-    for i, p in enumerate(spec.phases):
-        b = _dims(spec, f"phases[{i}].block", p["block"], names)
-        out.append((p["entry"], b[0] * b[1] * b[2], int(evaluate(spec, f"phases[{i}].shared", str(p.get("shared", 0)), names))))
-    return tuple(out)
+    return tuple((p["entry"], _dims(spec, f"phases[{i}].block", p["block"], names),
+                  int(evaluate(spec, f"phases[{i}].shared", str(p.get("shared", 0)), names)))
+                 for i, p in enumerate(spec.phases))
 
 
 def _launches(spec: KernelSpec, i: int, names: Mapping[str, int]) -> bool:
@@ -267,10 +265,9 @@ def check(spec: KernelSpec) -> None:
         one = plan(spec, Shape(m=1, n=1, k=1))
     except ShapeError as exc:
         raise refuse(str(exc).split(": ", 1)[1]) from None
-    for i, p in enumerate(spec.phases):  # a phase with a `when` too, which the plan at 1 x 1 x 1 may leave out
-        block = _dims(spec, f"phases[{i}].block", p["block"], one.names)
+    for entry, block, _ in blocks(spec):  # a phase with a `when` too, which the plan at 1 x 1 x 1 may leave out
         if not _block_fits(block):
-            raise refuse(f"phase {p['entry']}'s block {block} is outside CUDA's limits")
+            raise refuse(f"phase {entry}'s block {block} is outside CUDA's limits")
     if spec.has_sweep:
         raise refuse("a stage of several kernels has no tile sweep (the sweep times one kernel)")
     for i in range(len(spec.tensor_maps)):

@@ -67,8 +67,8 @@ class PhasedLauncher:
 
     def launch_problem(self, dev: DeviceInfo) -> str | None:
         """Why a phase cannot launch its block on ``dev`` (None if every one can)."""
-        for entry, threads, shared in self._blocks:
-            problem = block_problem(self.funcs[entry], threads, shared, dev)
+        for entry, (x, y, z), shared in self._blocks:
+            problem = block_problem(self.funcs[entry], x * y * z, shared, dev)
             if problem:
                 return f"phase {entry}: {problem}"
         return None
