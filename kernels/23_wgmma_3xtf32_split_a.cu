@@ -240,7 +240,8 @@ __device__ __forceinline__ int2 tile_origin() {
     const int groupRows = min(tilesM - firstRow, GROUP_M);
     return make_int2((firstRow + (id % perGroup) % groupRows) * BM, ((id % perGroup) / groupRows) * BN);
 }
-// K-tiles of one slice: the K-tiles of K over gridDim.z slices, rounded up (all of them without split-K).
+// K-tiles of one slice: the K-tiles of K over gridDim.z slices, rounded up (all of them without split-K);
+// the loops count a slice's K-tiles by it * gridDim.z * BK < K, which holds for exactly as many.
 __device__ __forceinline__ int slice_tiles(int K) { return ((K + BK - 1) / BK + gridDim.z - 1) / gridDim.z; }
 
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
@@ -276,9 +277,10 @@ sgemm_wgmma_3xtf32(int M, int N, int K, float alpha, const float* __restrict__ A
             asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(&tmap_a) : "memory");
             asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(&tmap_b) : "memory");
             const int2 o = tile_origin();
-            const int row0 = o.x, col0 = o.y, perSlice = slice_tiles(K), k0 = blockIdx.z * perSlice * BK;
-            // `it` counts this slice's K-tiles (ring slot and parity); k0 + it * BK is the K-tile's column
-            for (int it = 0; it < perSlice; ++it) {
+            const int row0 = o.x, col0 = o.y, k0 = blockIdx.z * slice_tiles(K) * BK;
+            // `it` counts this slice's K-tiles (ring slot and parity), by the consumers' bound (below);
+            // k0 + it * BK is the K-tile's column
+            for (int it = 0; it * (int)gridDim.z * BK < K; ++it) {
                 const int s = it % STAGES;
                 if (it >= STAGES)
                     mbar_wait(empty(s), ((it / STAGES) - 1) & 1);  // the consumers are done with round - 1
@@ -495,23 +497,45 @@ sgemm_wgmma_3xtf32(int M, int N, int K, float alpha, const float* __restrict__ A
 
 // ---- the split-K sum (launched only where S > 1) -----------------------------------------------------
 //
-// C = alpha (parts[0] + ... + parts[S-1]) + beta C: the S planes of M x N floats added in slice order, in
-// double (S FP32 partials: their sum is exact there but for S beyond 2^29), rounded once to FP32, then
-// scaled as the product's epilogue scales (sum * alpha, plus beta * C where beta != 0: C is not read at
-// beta = 0, so a C of NaNs is overwritten). A thread takes 4 consecutive floats of C (N is a multiple of
-// 4, so a group never straddles a row, and the planes' groups are 16-byte aligned), by a grid-stride loop.
+// C = alpha (parts[0] + ... + parts[S-1]) + beta C. A group of L lanes of one warp takes 4 consecutive floats
+// of C (N is a multiple of 4, so a group never straddles a row, and the planes' groups are 16-byte aligned):
+// lane j adds slices j, j + L, j + 2L, ... in double, and the group's L sums meet in a fixed tree of shuffles
+// (offsets L / 2, ..., 1). L is the largest power of two, at most 32 and at most the power of two at or above
+// S, at which the grid still holds every (group, lane) pair in one turn: 1 for a large C (a thread a group,
+// the planes in turn, by a grid-stride loop), up to 32 for a small C of many planes, where one thread a
+// group left 12 blocks waiting on their loads (128 planes of 128 x 96: 32.6 us; journal page 25). L, and so
+// the order of every addition, is fixed by the shape (the grid is the config's, from M, N and S), whichever
+// block runs when. Double has 29 bits more than FP32, so these additions round far below the result's one
+// rounding to FP32; the result is then scaled as the product's epilogue scales (sum * alpha, plus beta * C
+// where beta != 0: C is not read at beta = 0, so a C of NaNs is overwritten).
 extern "C" __global__ void __launch_bounds__(256) split_k_sum(int M, int N, int S, float alpha,
                                                              const float* __restrict__ parts, float beta,
                                                              float* __restrict__ C) {
     const size_t plane = (size_t)M * N, groups = plane / 4;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;    // a multiple of 32: warps stay on whole groups
+    const int top = min(32, S <= 1 ? 1 : 1 << (32 - __clz(S - 1)));
+    int L = 1;
+    while (L < top && groups * (2 * L) <= stride)
+        L *= 2;
+    const int shift = __ffs(L) - 1, lane = threadIdx.x % 32, j = lane & (L - 1);
+    const size_t pairs = groups * L;                         // (group, lane) pairs; a warp holds 32 / L groups
     const bool vec = aligned16(C);
-    for (size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x; q < groups; q += (size_t)gridDim.x * blockDim.x) {
+    // the loop's test on the warp's first pair: every lane of a warp takes each turn, for the shuffles
+    for (size_t w0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x - lane; w0 < pairs; w0 += stride) {
+        const size_t q = (w0 + lane) >> shift;
+        const bool mine = w0 + lane < pairs;
         double acc[4] = {0.0, 0.0, 0.0, 0.0};
-#pragma unroll 4
-        for (int z = 0; z < S; ++z) {
-            const float4 v = __ldcs(reinterpret_cast<const float4*>(parts + z * plane) + q);  // read once
-            acc[0] += v.x, acc[1] += v.y, acc[2] += v.z, acc[3] += v.w;
-        }
+        if (mine)
+            for (int z = j; z < S; z += L) {
+                const float4 v = __ldcs(reinterpret_cast<const float4*>(parts + z * plane) + q);  // read once
+                acc[0] += v.x, acc[1] += v.y, acc[2] += v.z, acc[3] += v.w;
+            }
+        for (int off = L / 2; off > 0; off /= 2)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                acc[e] += __shfl_xor_sync(0xFFFFFFFFu, acc[e], off);
+        if (!mine || j != 0)
+            continue;
         float* c = C + 4 * q;
         float r[4];
 #pragma unroll

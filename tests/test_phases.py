@@ -326,7 +326,8 @@ def test_a_phase_with_a_when_launches_only_where_it_holds(lab):
     takes the S slices, and its workspace of partial planes is empty where it does not split."""
     spec = lab.kernel(SPLIT)
     for mnk, split in (((4096, 4096, 4096), False), ((256, 256, 65536), True), ((128, 96, 49152), True),
-                       ((1024, 1024, 1024), True), ((16384, 192, 2048), False), ((1, 4, 1), False)):
+                       ((1024, 1024, 1024), True), ((16384, 192, 2048), False), ((1, 4, 1), False),
+                       ((128, 96, 16640), True)):  # 520 K-tiles: 128 slices of 5 would leave 24 empty
         plan = phases.plan(spec, Shape.of(mnk))
         s = plan.names["S"]
         assert (s > 1) == split, mnk
@@ -337,9 +338,10 @@ def test_a_phase_with_a_when_launches_only_where_it_holds(lab):
         assert main.launch.grid[2] == s and (s == 1 or tiles * s <= spec.params["SPLIT_SLOTS"]), mnk
         parts = next(b for b in plan.workspace if b.name == "parts")
         assert parts.bytes == (4 * mnk[0] * mnk[1] * s if split else 0), mnk
-        # every slice at least SPLIT_MIN K-tiles of work, the last one starting inside K or running zeros only
+        # every slice at least SPLIT_MIN K-tiles of work, the last one starting inside K: no plane of zeros
         k_tiles = _cdiv(mnk[2], spec.params["BK"])
         assert s == 1 or k_tiles // s >= spec.params["SPLIT_MIN"], mnk
+        assert (s - 1) * _cdiv(k_tiles, s) < k_tiles, mnk
 
 
 def test_a_when_is_refused_on_the_main_phase_and_over_unknown_names(raw_config):
@@ -347,7 +349,7 @@ def test_a_when_is_refused_on_the_main_phase_and_over_unknown_names(raw_config):
     entry = copy.deepcopy(next(k for k in raw["kernels"] if k["id"] == SPLIT))
     main = next(i for i, p in enumerate(entry["phases"]) if p["entry"] == entry["entry"])
     for i, when, needle in ((main, "S > 1", f"phases[{main}] (sgemm_wgmma_3xtf32) is the main phase, which always launches"),
-                            (0, "SPLITS > 1", "phases[0].when 'SPLITS > 1' uses unknown name(s) SPLITS")):
+                            (0, "SLICES > 1", "phases[0].when 'SLICES > 1' uses unknown name(s) SLICES")):
         ph = copy.deepcopy(entry["phases"])
         ph[i]["when"] = when
         raw["kernels"] = [k for k in raw_config["kernels"] if k["id"] != SPLIT] + [dict(entry, phases=ph)]
@@ -365,7 +367,8 @@ def test_a_skipped_phase_s_grid_is_not_evaluated(raw_config):
     raw["kernels"] = [k for k in raw["kernels"] if k["id"] != SPLIT] + [entry]
     spec = cfgmod.from_dict(raw).kernel(SPLIT)
     assert phases.launched(spec, Shape(m=4096, n=4096, k=4096))[-1] == "sgemm_wgmma_3xtf32"
-    assert phases.plan(spec, Shape(m=256, n=256, k=65536)).phases[-1].launch.grid[0] == 256 * 256 // 65
+    plan = phases.plan(spec, Shape(m=256, n=256, k=65536))
+    assert plan.names["S"] > 1 and plan.phases[-1].launch.grid[0] == 256 * 256 // (plan.names["S"] - 1)
 
 
 def test_a_phase_with_a_when_has_its_block_checked_and_its_shared_memory_opted_in(lab, raw_config):
