@@ -52,11 +52,13 @@ def test_time_models_that_cannot_be_evaluated_are_refused_in_one_line(raw_config
 
 def test_a_race_has_a_rule_where_two_of_its_stages_have_time_models(raw_config, lab):
     assert set(lab.race_rule("fp32_accurate").members) == {"12_dispatch", "19_narrow", "20_dispatch_3xtf32",
-                                                           "22_ozaki2_int8", "23_wgmma_3xtf32_split_a"}
+                                                           "22_ozaki2_int8", "23_wgmma_3xtf32_split_a",
+                                                           "24_wgmma_3xtf32_split_b"}
     assert set(lab.race_rule("fp32").members) == {"12_dispatch", "19_narrow"}  # a class's stages only
     assert lab.race_rule("tf32") is None
     # an overlay's own list of stages takes its time models with it: one left is no rule
-    for kid in ("12_dispatch", "20_dispatch_3xtf32", "22_ozaki2_int8", "23_wgmma_3xtf32_split_a"):
+    for kid in ("12_dispatch", "20_dispatch_3xtf32", "22_ozaki2_int8", "23_wgmma_3xtf32_split_a",
+                "24_wgmma_3xtf32_split_b"):
         del _entry(raw_config, kid)["time_model"]
     cfg = cfgmod.from_dict(raw_config)
     assert cfg.race_rule("fp32") is None and cfg.race_rule("fp32_accurate") is None
