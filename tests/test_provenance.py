@@ -97,6 +97,33 @@ def test_named_commit_wins_over_the_copy_s_own_git(monkeypatch):
     assert envinfo.software()["git_commit"] != "0123456789abcdef0123456789abcdef01234567"
 
 
+def test_a_named_commit_that_is_the_copy_s_head_still_shows_its_changes(monkeypatch, tmp_path):
+    """Naming the commit a stale .git holds must not hide that the files are not that commit's: where git's
+    HEAD is the commit named, its status is read; where it is another commit, the state is unknown (None)."""
+    import subprocess
+
+    from sgemm_lab.pipeline import environment as envinfo
+
+    git = ["git", "-c", "user.name=lab", "-c", "user.email=lab@example.invalid", "-C", str(tmp_path)]
+    subprocess.run(git[:5] + ["init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "kernel.cu").write_text("// the committed source\n")
+    subprocess.run(git + ["add", "kernel.cu"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "one"], check=True)
+    head = subprocess.run(git + ["rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    (tmp_path / "kernel.cu").write_text("// a newer source, synced over the old .git\n")
+    monkeypatch.setattr(envinfo, "ROOT", tmp_path)
+    for named in (head, head[:7]):
+        monkeypatch.setenv("SGEMM_LAB_GIT_COMMIT", named)
+        sw = envinfo.software()
+        assert sw["git_commit"] == named and sw["git_dirty"] is True
+    monkeypatch.setenv("SGEMM_LAB_GIT_COMMIT", "0123456789abcdef0123456789abcdef01234567")
+    assert envinfo.software()["git_dirty"] is None
+    monkeypatch.delenv("SGEMM_LAB_GIT_COMMIT")
+    assert envinfo.software()["git_commit"] == head
+    subprocess.run(git + ["checkout", "-q", "kernel.cu"], check=True)
+    assert envinfo.software()["git_dirty"] is False
+
+
 def test_environment_record_names_the_container(monkeypatch):
     from sgemm_lab.pipeline import environment as envinfo
 

@@ -46,10 +46,12 @@ def software() -> dict:
     """Versions that need no GPU: Python packages, nvcc, ncu, git commit, date."""
     # SGEMM_LAB_GIT_COMMIT names the commit of a copy of the sources whose own .git is missing or not
     # theirs (a container build context, an archive, a synced working tree): it wins over git.
-    commit, status = os.environ.get("SGEMM_LAB_GIT_COMMIT") or None, None
-    if commit is None:
-        commit = _run(["git", "rev-parse", "HEAD"])
-        status = _run(["git", "status", "--porcelain", "--untracked-files=no"]) if commit else None
+    # git's status counts only where its HEAD is the commit recorded (a stale .git compares the files with
+    # another commit); so a copy named by the commit its stale .git holds is still seen to differ from it.
+    head = _run(["git", "rev-parse", "HEAD"])
+    commit = os.environ.get("SGEMM_LAB_GIT_COMMIT") or head
+    same = bool(head and commit and (head.startswith(commit) or commit.startswith(head)))
+    status = _run(["git", "status", "--porcelain", "--untracked-files=no"]) if same else None
     return {
         "captured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": commit,
