@@ -104,8 +104,9 @@ def test_a_named_commit_that_is_the_copy_s_head_still_shows_its_changes(monkeypa
 
     from sgemm_lab.pipeline import environment as envinfo
 
-    git = ["git", "-c", "user.name=lab", "-c", "user.email=lab@example.invalid", "-C", str(tmp_path)]
-    subprocess.run(git[:5] + ["init", "-q", str(tmp_path)], check=True)
+    git = ["git", "-c", "user.name=lab", "-c", "user.email=lab@example.invalid", "-c", "commit.gpgsign=false",
+           "-C", str(tmp_path)]
+    subprocess.run(git[:7] + ["init", "-q", str(tmp_path)], check=True)
     (tmp_path / "kernel.cu").write_text("// the committed source\n")
     subprocess.run(git + ["add", "kernel.cu"], check=True)
     subprocess.run(git + ["commit", "-q", "-m", "one"], check=True)
@@ -116,6 +117,8 @@ def test_a_named_commit_that_is_the_copy_s_head_still_shows_its_changes(monkeypa
         monkeypatch.setenv("SGEMM_LAB_GIT_COMMIT", named)
         sw = envinfo.software()
         assert sw["git_commit"] == named and sw["git_dirty"] is True
+    monkeypatch.setenv("SGEMM_LAB_GIT_COMMIT", head[:3])  # too short to say which commit it is
+    assert envinfo.software()["git_dirty"] is None
     monkeypatch.setenv("SGEMM_LAB_GIT_COMMIT", "0123456789abcdef0123456789abcdef01234567")
     assert envinfo.software()["git_dirty"] is None
     monkeypatch.delenv("SGEMM_LAB_GIT_COMMIT")
