@@ -7,6 +7,9 @@
 # passes config items on (see tools/cold_run.sh).
 #   PIP_NO_INDEX=1 PIP_FIND_LINKS=$PWD/.whl bash tools/reference_run.sh h100 start
 #   bash tools/reference_run.sh h100 wait 540
+# A copy of the tree whose .git is not its own (a working tree synced to the GPU host) names its commit,
+# SGEMM_LAB_GIT_COMMIT=<the full hash it was synced from>, worked out where the tree came from: the copy's
+# own `git rev-parse HEAD` names the stale .git's commit (the record then shows the tree as changed).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 export ROOT=$PWD  # (env/_venv.sh reads it)
