@@ -50,7 +50,7 @@ def software() -> dict:
     # another commit); so a copy named by the commit its stale .git holds is still seen to differ from it.
     head = _run(["git", "rev-parse", "HEAD"])
     commit = os.environ.get("SGEMM_LAB_GIT_COMMIT") or head
-    same = bool(head and commit and len(commit) >= 7 and head.startswith(commit))
+    same = bool(head) and len(commit) >= 7 and head.startswith(commit)  # commit is set wherever head is
     status = _run(["git", "status", "--porcelain", "--untracked-files=no"]) if same else None
     return {
         "captured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
