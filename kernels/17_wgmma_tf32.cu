@@ -45,7 +45,8 @@
 //
 // Split-K (SPLIT_SLOTS > 0): when the output tiles cannot fill the GPU, the launch plan gives the grid a
 // third dimension of S K-slices; block z runs K-tiles [z * ceil(T / S), ...) of the T K-tiles, and the
-// partial tiles meet in a fixed binary tree over slice indices (SPLIT_TREE = 1; at the split below) or
+// partial tiles meet in a fixed tree over slice indices (SPLIT_TREE = 1, SPLIT_FANIN children a node; at
+// the split below) or
 // are summed in slice order, in double, by the tile's last block (SPLIT_TREE = 0); either way the result
 // does not depend on which block finished first, and the epilogue is applied once, to the sum. A cluster
 // whose blocks after the first would hold only columns past N shares K instead of A (see kShare).
@@ -95,6 +96,9 @@
 #ifndef SPLIT_TREE
 #define SPLIT_TREE 1   // split-K partials summed by a fixed binary tree (1) or by the tile's last block (0)
 #endif
+#ifndef SPLIT_FANIN
+#define SPLIT_FANIN 2  // SPLIT_TREE: children a node of the tree (2, 4 or 8: one, two or three binary levels)
+#endif
 #ifndef KSHARE_MIN_KTILES
 #define KSHARE_MIN_KTILES 32  // a cluster shares K (below) only if each of its slices keeps this many K-tiles
 #endif
@@ -132,6 +136,7 @@ static_assert(SPLIT_SLOTS >= 0, "SPLIT_SLOTS >= 0 (0: no split-K)");
 #if defined(SPLIT_MAX) && SPLIT_SLOTS > 0 && SPLIT_TREE
 static_assert(SPLIT_MAX * CLUSTER_N <= 128, "a tree of at most 7 levels: SPLIT_MAX slices, times CLUSTER_N when a cluster shares K");
 #endif
+static_assert(SPLIT_FANIN == 2 || SPLIT_FANIN == 4 || SPLIT_FANIN == 8, "SPLIT_FANIN: 2, 4 or 8");
 static_assert(RN_STEPS == 1 || RN_STEPS == 2 || RN_STEPS == 4, "RN_STEPS divides the BK / 8 = 4 k-steps of a tile");
 static_assert(RN_BIAS >= 0 && RN_BIAS <= 64, "RN_BIAS: 2^-24 units of the big part, at most 2^-18");
 static_assert(TF32_PARTS == 0 || TF32_PARTS == 1, "TF32_PARTS: 0 or 1");
@@ -176,6 +181,22 @@ constexpr int PART_ROWS = BM == 256 ? 128 : BM, PART = PART_ROWS / 2;
 // (consumer c, float4 q of its accumulators, thread), so that both the store and the sum are coalesced.
 __device__ float4 splitPartials[(size_t)SPLIT_SLOTS * BM * BN / 4];
 __device__ unsigned int splitArrivals[SPLIT_SLOTS * 8];  // per tile and slice: one counter per tree level
+__device__ __forceinline__ float4 add4(float4 a, float4 b) {
+    return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
+// Sum of the partial tiles of children j .. j + W - 1 of a tree node (those below kids), as the binary tree
+// would form it: halves first, then their sum. child0 points at child 0's float4, children stride apart.
+template <int W>
+__device__ __forceinline__ float4 span_sum(const float4* child0, size_t stride, int j, int kids) {
+    if constexpr (W == 1) {
+        return __ldcg(child0 + j * stride);
+    } else {
+        float4 a = span_sum<W / 2>(child0, stride, j, kids);
+        if (j + W / 2 < kids)
+            a = add4(a, span_sum<W / 2>(child0, stride, j + W / 2, kids));
+        return a;
+    }
+}
 #endif
 
 // The tensor maps of A (box BK x BM) and B (box 32 x BK), written by the launcher before each launch.
@@ -732,12 +753,13 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
         // Split-K. Tiles past N (a cluster's spare block) take no part. Fences order each thread's stores
         // before its block's count, and the count before the loads of what other blocks stored (from L2).
         //
-        // SPLIT_TREE = 1: the S slices of a tile meet in a fixed binary tree over slice indices. A block holds
-        // the sum of a span of slices [lo, lo + 2^l); where its sibling span exists it stores that sum at slot
-        // lo and counts itself in at the parent; the first of the two to arrive stops, the second adds the
-        // other's sum and climbs. The root writes C. Whatever the order of arrival, every node adds the same
-        // two sums (and a + b = b + a exactly), so the result never depends on timing; the critical path is
-        // log2(S) reads and writes of a tile instead of the S reads of one last block.
+        // SPLIT_TREE = 1: the S slices of a tile meet in a fixed tree over slice indices, SPLIT_FANIN children
+        // a node. A block holds the sum of a span of slices [lo, lo + F^l); where sibling spans exist it stores
+        // that sum at slot lo and counts itself in at the parent; all but the last to arrive stop, the last
+        // adds the others' sums and climbs. The root writes C. Whatever the order of arrival, every node adds
+        // the same sums in the same pairs as the binary tree would (and a + b = b + a exactly), so the result
+        // never depends on timing, nor on the fan-in; the critical path is log_F(S) rounds of a store, a
+        // fence, a count and F - 1 reads of a tile, instead of the S reads of one last block.
         //
         // SPLIT_TREE = 0: every block stores its partial; the last to count itself in sums the S partials in
         // slice order, in double, and writes C.
@@ -754,13 +776,15 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
 #if SPLIT_TREE
             if (S > 128)
                 __trap();  // 8 counters per slot: at most 7 levels
+            // SPLIT_FANIN children a node: 2 is the binary tree; 4 (8) fuses two (three) of its levels into one,
+            // whose last block to count itself in adds the node's children pairwise, in the binary tree's order,
+            // so C is the same bit for bit with fewer stores, fences and counts on the critical path.
             int lo = z;
-            for (int l = 0; (1 << l) < S; ++l) {
-                const int span = 1 << l, parent = lo & ~(2 * span - 1), sib = lo == parent ? parent + span : parent;
-                if (sib >= S) {  // no sibling span at this level: climb alone
-                    lo = parent;
-                    continue;
-                }
+            for (int l = 0, span = 1; span < S; ++l, span *= SPLIT_FANIN) {
+                const int parent = lo - lo % (SPLIT_FANIN * span);
+                const int kids = min(SPLIT_FANIN, (S - parent + span - 1) / span);  // child spans that exist
+                if (kids == 1)  // no sibling span at this level: climb alone
+                    continue;   // (lo == parent)
 #pragma unroll
                 for (int q = 0; q < ACC / 4; ++q)
                     __stcg(parts + lo * slice + q * 128, make_float4(d[4 * q], d[4 * q + 1], d[4 * q + 2], d[4 * q + 3]));
@@ -768,19 +792,30 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                 asm volatile("bar.sync 1, %0;\n" ::"n"(128 * CONSUMERS) : "memory");
                 if (tid == 128) {
                     unsigned* count = &splitArrivals[(slot0 + parent) * 8 + l];
-                    const bool second = atomicAdd(count, 1u) == 1u;
-                    if (second)
-                        *count = 0;  // both children have counted: ready for the next launch
-                    goOn = second;
+                    const bool last = atomicAdd(count, 1u) == (unsigned)(kids - 1);
+                    if (last)
+                        *count = 0;  // every child has counted: ready for the next launch
+                    goOn = last;
                 }
                 asm volatile("bar.sync 1, %0;\n" ::"n"(128 * CONSUMERS) : "memory");
                 if (!goOn)
                     goto done;
                 __threadfence();
+                // This block's child is me; at each of the node's binary levels (w = 1, 2, 4) its span's sum
+                // adds the sum of the sibling span of w children, which the tree below (span_sum) forms.
+                const int me = (lo - parent) / span;
+                const size_t stride = (size_t)span * slice;
 #pragma unroll
                 for (int q = 0; q < ACC / 4; ++q) {
-                    const float4 v = __ldcg(parts + sib * slice + q * 128);
-                    d[4 * q] += v.x; d[4 * q + 1] += v.y; d[4 * q + 2] += v.z; d[4 * q + 3] += v.w;
+                    const float4* child0 = parts + parent * slice + q * 128;
+                    float4 v = make_float4(d[4 * q], d[4 * q + 1], d[4 * q + 2], d[4 * q + 3]);
+                    if ((me ^ 1) < kids)
+                        v = add4(v, span_sum<1>(child0, stride, me ^ 1, kids));
+                    if (SPLIT_FANIN >= 4 && ((me ^ 2) & ~1) < kids)
+                        v = add4(v, span_sum<2>(child0, stride, (me ^ 2) & ~1, kids));
+                    if (SPLIT_FANIN >= 8 && ((me ^ 4) & ~3) < kids)
+                        v = add4(v, span_sum<4>(child0, stride, (me ^ 4) & ~3, kids));
+                    d[4 * q] = v.x; d[4 * q + 1] = v.y; d[4 * q + 2] = v.z; d[4 * q + 3] = v.w;
                 }
                 lo = parent;
             }
