@@ -186,15 +186,16 @@ __device__ __forceinline__ float4 add4(float4 a, float4 b) {
 }
 // Sum of the partial tiles of children j .. j + W - 1 of a tree node (those below kids), as the binary tree
 // would form it: halves first, then their sum. child0 points at child 0's float4, children stride apart.
+// Branch-free, so that the loads of a node's every child and float4 can be in flight together: a child
+// past kids is read at the last one's slot (every child below kids has stored its sum) and left out of
+// the sum by a select.
 template <int W>
 __device__ __forceinline__ float4 span_sum(const float4* child0, size_t stride, int j, int kids) {
     if constexpr (W == 1) {
-        return __ldcg(child0 + j * stride);
+        return __ldcg(child0 + min(j, kids - 1) * stride);
     } else {
-        float4 a = span_sum<W / 2>(child0, stride, j, kids);
-        if (j + W / 2 < kids)
-            a = add4(a, span_sum<W / 2>(child0, stride, j + W / 2, kids));
-        return a;
+        const float4 a = span_sum<W / 2>(child0, stride, j, kids), b = span_sum<W / 2>(child0, stride, j + W / 2, kids);
+        return j + W / 2 < kids ? add4(a, b) : a;
     }
 }
 #endif
@@ -809,12 +810,16 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                 for (int q = 0; q < ACC / 4; ++q) {
                     const float4* child0 = parts + parent * slice + q * 128;
                     float4 v = make_float4(d[4 * q], d[4 * q + 1], d[4 * q + 2], d[4 * q + 3]);
-                    if ((me ^ 1) < kids)
-                        v = add4(v, span_sum<1>(child0, stride, me ^ 1, kids));
-                    if (SPLIT_FANIN >= 4 && ((me ^ 2) & ~1) < kids)
-                        v = add4(v, span_sum<2>(child0, stride, (me ^ 2) & ~1, kids));
-                    if (SPLIT_FANIN >= 8 && ((me ^ 4) & ~3) < kids)
-                        v = add4(v, span_sum<4>(child0, stride, (me ^ 4) & ~3, kids));
+                    const float4 s1 = span_sum<1>(child0, stride, me ^ 1, kids);
+                    v = (me ^ 1) < kids ? add4(v, s1) : v;
+#if SPLIT_FANIN >= 4
+                    const float4 s2 = span_sum<2>(child0, stride, (me ^ 2) & ~1, kids);
+                    v = ((me ^ 2) & ~1) < kids ? add4(v, s2) : v;
+#endif
+#if SPLIT_FANIN >= 8
+                    const float4 s4 = span_sum<4>(child0, stride, (me ^ 4) & ~3, kids);
+                    v = ((me ^ 4) & ~3) < kids ? add4(v, s4) : v;
+#endif
                     d[4 * q] = v.x; d[4 * q + 1] = v.y; d[4 * q + 2] = v.z; d[4 * q + 3] = v.w;
                 }
                 lo = parent;
