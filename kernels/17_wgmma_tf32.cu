@@ -803,24 +803,22 @@ sgemm_wgmma_tf32(int M, int N, int K, float alpha, const float* __restrict__ A,
                     goto done;
                 __threadfence();
                 // This block's child is me; at each of the node's binary levels (w = 1, 2, 4) its span's sum
-                // adds the sum of the sibling span of w children, which the tree below (span_sum) forms.
+                // adds the sum of the sibling span of w children, which the tree below (span_sum) forms, where
+                // that span exists (a branch the whole block takes alike, around all of the level's loads).
                 const int me = (lo - parent) / span;
                 const size_t stride = (size_t)span * slice;
 #pragma unroll
-                for (int q = 0; q < ACC / 4; ++q) {
-                    const float4* child0 = parts + parent * slice + q * 128;
-                    float4 v = make_float4(d[4 * q], d[4 * q + 1], d[4 * q + 2], d[4 * q + 3]);
-                    const float4 s1 = span_sum<1>(child0, stride, me ^ 1, kids);
-                    v = (me ^ 1) < kids ? add4(v, s1) : v;
-#if SPLIT_FANIN >= 4
-                    const float4 s2 = span_sum<2>(child0, stride, (me ^ 2) & ~1, kids);
-                    v = ((me ^ 2) & ~1) < kids ? add4(v, s2) : v;
-#endif
-#if SPLIT_FANIN >= 8
-                    const float4 s4 = span_sum<4>(child0, stride, (me ^ 4) & ~3, kids);
-                    v = ((me ^ 4) & ~3) < kids ? add4(v, s4) : v;
-#endif
-                    d[4 * q] = v.x; d[4 * q + 1] = v.y; d[4 * q + 2] = v.z; d[4 * q + 3] = v.w;
+                for (int w = 1; w < SPLIT_FANIN; w *= 2) {
+                    const int j = (me ^ w) & ~(w - 1);
+                    if (j >= kids)
+                        continue;
+#pragma unroll
+                    for (int q = 0; q < ACC / 4; ++q) {
+                        const float4* child0 = parts + parent * slice + q * 128;
+                        const float4 v = w == 1 ? span_sum<1>(child0, stride, j, kids)
+                                       : w == 2 ? span_sum<2>(child0, stride, j, kids) : span_sum<4>(child0, stride, j, kids);
+                        d[4 * q] += v.x; d[4 * q + 1] += v.y; d[4 * q + 2] += v.z; d[4 * q + 3] += v.w;
+                    }
                 }
                 lo = parent;
             }
