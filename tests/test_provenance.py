@@ -50,6 +50,11 @@ def _stale(lab, builds: pd.DataFrame, stages) -> list[str]:
 CHANGED = "changed since the H100's reference run"
 
 
+def _ids(stale: list[str]) -> list[str]:
+    """The stage ids of _stale's entries ("id (source)")."""
+    return [s.split(" ")[0] for s in stale]
+
+
 def _named_changed(lab, readme: str) -> set[str]:
     """The configured stages the README's clause on changed sources names (in backticks)."""
     at = readme.find(CHANGED)
@@ -59,9 +64,9 @@ def _named_changed(lab, readme: str) -> set[str]:
 
 def _not_held(lab, stale: list[str], readme: str) -> list[str]:
     """The stale stages of reports/h100 that neither the H200's run (current sources) nor the README covers."""
-    ids = [s.split(" ")[0] for s in stale]
+    ids = _ids(stale)
     second = pd.read_csv(SECOND / "build.csv").set_index("kernel")
-    second_stale = {s.split(" ")[0] for s in _stale(lab, second, [i for i in ids if i in second.index])}
+    second_stale = set(_ids(_stale(lab, second, [i for i in ids if i in second.index])))
     named = _named_changed(lab, readme)
     return [s for s, i in zip(stale, ids) if i not in second.index or i in second_stale or i not in named]
 
@@ -74,7 +79,7 @@ def test_reference_was_built_from_the_current_sources(lab, ref_builds):
                           + ", ".join(not_held) + " — rerun the pipeline on the GPU (bash env/pipeline.sh --config"
                           " run=h100), or on an H200 (reports/h200) and name the stage in the README's clause"
                           f" with '{CHANGED}'")
-    named, changed = _named_changed(lab, readme), {s.split(" ")[0] for s in stale}
+    named, changed = _named_changed(lab, readme), set(_ids(stale))
     assert named == changed, (f"the README's clause with '{CHANGED}' names {sorted(named)}, the stages whose "
                               f"source changed since reports/h100 are {sorted(changed)}")
 
@@ -116,9 +121,10 @@ def test_stale_reference_is_detected(lab, ref_builds, tmp_path, monkeypatch):
     """Changing one kernel's source makes the check above fail."""
     from sgemm_lab.config import records
 
+    own = [s.id for s in lab.kernels if not s.autotuned and not s.dispatched and s.id in ref_builds.index]
+
     def stale_now():
-        return {s.id for s in lab.kernels if not s.autotuned and not s.dispatched and s.id in ref_builds.index
-                and ref_builds.loc[s.id, "source_sha256"] != source_hash(s)}
+        return set(_ids(_stale(lab, ref_builds, own)))
 
     before = stale_now()  # stages changed since the H100's run, held to the H200's (the test above)
     kdir, orig = tmp_path / "kernels", records.KERNEL_DIR
